@@ -1,0 +1,15 @@
+"""Shared model base: frozen, strict about unknown fields, JSON round-trippable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+JSONValue = Any  # values that survive json.dumps: str, int, float, bool, None, list, dict
+
+
+class Frozen(BaseModel):
+    """Immutable model used for everything that crosses a process boundary."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")

@@ -1,0 +1,80 @@
+"""Errors raised by optiflow.
+
+Every error derives from :class:`OptiflowError` and carries a stable ``code`` that scripts and
+HTTP clients can match on. The tree is shallow on purpose: catch ``OptiflowError`` for "anything
+optiflow refused", or one of the direct subclasses for a family.
+"""
+
+from __future__ import annotations
+
+
+class OptiflowError(Exception):
+    """Root of every optiflow error. ``code`` is stable; ``field`` names the offending input."""
+
+    code: str = "optiflow_error"
+
+    def __init__(self, message: str, *, field: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        if code is not None:
+            self.code = code
+
+    def __str__(self) -> str:
+        if self.field:
+            return f"{self.field}: {self.message}"
+        return self.message
+
+
+class ConfigError(OptiflowError):
+    """A setting or environment variable is missing or wrong."""
+
+    code = "config_error"
+
+
+class ValidationError(OptiflowError):
+    """User input (spec, prompt file, dataset, CLI argument, HTTP body) is invalid."""
+
+    code = "validation_error"
+
+
+class NotFoundError(OptiflowError):
+    """A prompt, tag, version or job does not exist."""
+
+    code = "not_found"
+
+
+class StoreError(OptiflowError):
+    """A store backend failed (connection, conflict that retries could not resolve)."""
+
+    code = "store_error"
+
+
+class StaleOverrideError(StoreError):
+    """An override was made against a section body that has since changed."""
+
+    code = "stale_override"
+
+
+class ModelProviderError(OptiflowError):
+    """A model call failed permanently (after retries for transient errors)."""
+
+    code = "model_provider_error"
+
+
+class JobError(OptiflowError):
+    """A job failed, was cancelled, or did not finish in time."""
+
+    code = "job_error"
+
+
+__all__ = [
+    "ConfigError",
+    "JobError",
+    "ModelProviderError",
+    "NotFoundError",
+    "OptiflowError",
+    "StaleOverrideError",
+    "StoreError",
+    "ValidationError",
+]

@@ -1,0 +1,144 @@
+"""Loading user files: prompts (YAML), datasets (JSONL / YAML / CSV).
+
+Every failure is a :class:`~optiflow.errors.ValidationError` naming the file and the field, raised
+before anything is written anywhere.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pydantic
+import yaml
+
+from optiflow.core.dataset import Dataset, Sample
+from optiflow.core.prompt import Prompt
+from optiflow.errors import ValidationError
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+
+def read_yaml(path: Path) -> Any:
+    text = read_text(path)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ValidationError(f"malformed YAML{where}: {problem}", field=str(path)) from None
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValidationError("file not found", field=str(path)) from None
+    except IsADirectoryError:
+        raise ValidationError("is a directory, expected a file", field=str(path)) from None
+    except UnicodeDecodeError:
+        raise ValidationError("not UTF-8 text", field=str(path)) from None
+    except OSError as exc:
+        raise ValidationError(f"cannot read: {exc.strerror}", field=str(path)) from None
+
+
+def pydantic_error(exc: pydantic.ValidationError, source: str) -> ValidationError:
+    """The first pydantic error as one line naming the field: ``source: sections.2.body: ...``."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    field = f"{source}: {loc}" if loc else source
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return ValidationError(f"{msg}{more}", field=field)
+
+
+def parse_model(model: type[M], data: Any, source: str) -> M:
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise pydantic_error(exc, source) from None
+
+
+def load_prompt(path: str | Path) -> Prompt:
+    """A prompt from YAML: ``ns``, ``key``, ``sections: [{path, body, title?, frozen?}]``, ``user``."""
+    p = Path(path)
+    data = read_yaml(p)
+    if not isinstance(data, dict):
+        raise ValidationError("expected a mapping with ns, key and sections", field=str(p))
+    return parse_model(Prompt, data, str(p))
+
+
+def load_dataset(path: str | Path, *, name: str | None = None) -> Dataset:
+    """A dataset from ``.jsonl``, ``.yaml``/``.yml`` (a list, or ``{samples: [...]}``) or ``.csv``.
+
+    CSV columns: ``id``, ``input``, ``expected``, optional ``tags`` (``;``-separated) and ``split``;
+    other columns become entries of a mapping input when there is no ``input`` column.
+    """
+    p = Path(path)
+    suffix = p.suffix.lower()
+    rows: list[Any]
+    if suffix == ".jsonl":
+        rows = []
+        for n, line in enumerate(read_text(p).splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValidationError(f"line {n}: invalid JSON: {exc.msg}", field=str(p)) from None
+    elif suffix in (".yaml", ".yml"):
+        data = read_yaml(p)
+        if isinstance(data, dict):
+            data = data.get("samples")
+        if not isinstance(data, list):
+            raise ValidationError("expected a list of samples (or a mapping with 'samples')", field=str(p))
+        rows = data
+    elif suffix == ".csv":
+        rows = _csv_rows(p)
+    else:
+        raise ValidationError(f"unknown dataset format {suffix or '(none)'!r}: use .jsonl, .yaml or .csv", field=str(p))
+    return dataset_from_rows(rows, name=name or p.stem, source=str(p))
+
+
+def dataset_from_rows(rows: list[Any], *, name: str, source: str) -> Dataset:
+    if not rows:
+        raise ValidationError("dataset has no samples", field=source)
+    samples: list[Sample] = []
+    seen: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise ValidationError(f"sample {i}: expected a mapping", field=source)
+        row = dict(row)
+        if "id" in row and row["id"] is not None:
+            row["id"] = str(row["id"])
+        sample = parse_model(Sample, row, f"{source}: sample {i}")
+        if sample.id in seen:
+            raise ValidationError(
+                f"duplicate sample id {sample.id!r} (samples {seen[sample.id]} and {i})", field=source
+            )
+        seen[sample.id] = i
+        samples.append(sample)
+    return Dataset(name=name, samples=tuple(samples))
+
+
+def _csv_rows(p: Path) -> list[dict[str, Any]]:
+    reader = csv.DictReader(read_text(p).splitlines())
+    if not reader.fieldnames or "id" not in reader.fieldnames:
+        raise ValidationError("CSV needs a header row with an 'id' column", field=str(p))
+    known = {"id", "input", "expected", "tags", "split"}
+    rows: list[dict[str, Any]] = []
+    for rec in reader:
+        row: dict[str, Any] = {"id": rec["id"]}
+        extra = {k: v for k, v in rec.items() if k not in known and k is not None}
+        row["input"] = rec["input"] if "input" in rec else extra
+        if rec.get("expected") not in (None, ""):
+            row["expected"] = rec["expected"]
+        if rec.get("tags"):
+            row["tags"] = [t for t in rec["tags"].split(";") if t]
+        if rec.get("split"):
+            row["split"] = rec["split"]
+        rows.append(row)
+    return rows

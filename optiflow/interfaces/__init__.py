@@ -1,0 +1,1 @@
+"""Ways in: the Python client, the CLI, and console reporting."""

@@ -1,0 +1,43 @@
+"""The ``optiflow`` command. Subcommands live in sibling modules; heavy imports (litellm, celery,
+sqlalchemy) happen inside commands so ``optiflow --help`` starts fast."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from optiflow.errors import OptiflowError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="optiflow")
+def main() -> None:
+    """optiflow: find prompt changes that cut tokens or raise success rate, without regressions."""
+
+
+def _register() -> None:
+    from optiflow.interfaces.cli import evaluate, jobs, prompt
+
+    main.add_command(prompt.prompt)
+    main.add_command(evaluate.eval_command)
+    for command in jobs.COMMANDS:
+        main.add_command(command)
+
+
+def run(argv: list[str] | None = None) -> None:
+    """Console-script entry point: one clear line per error, exit code 2 for refused input."""
+    _register()
+    try:
+        main.main(args=argv, prog_name="optiflow", standalone_mode=False)
+    except OptiflowError as exc:
+        click.echo(f"error[{exc.code}]: {exc}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

@@ -1,0 +1,47 @@
+"""Helpers shared by CLI commands: settings, store, prompt references, key=value params."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from optiflow.errors import ValidationError
+
+if TYPE_CHECKING:
+    from optiflow.settings import Settings
+    from optiflow.stores.base import OverridesStore
+
+
+def settings() -> Settings:
+    from optiflow.settings import Settings
+
+    return Settings()
+
+
+def open_store(s: Settings | None = None) -> OverridesStore:
+    from optiflow.stores import open_store as _open
+
+    return _open(s or settings())
+
+
+def split_ref(ref: str, field: str = "prompt") -> tuple[str, str]:
+    """``"ns/key"`` -> ``("ns", "key")``."""
+    ns, sep, key = ref.partition("/")
+    if not sep or not ns or not key or "/" in key:
+        raise ValidationError(f"expected NS/KEY, got {ref!r}", field=field)
+    return ns, key
+
+
+def parse_params(pairs: tuple[str, ...], field: str = "--param") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ValidationError(f"expected key=value, got {pair!r}", field=field)
+        out[name.strip()] = value
+    return out
+
+
+def echo(text: str = "") -> None:
+    click.echo(text)

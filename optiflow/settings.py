@@ -1,0 +1,44 @@
+"""Settings from ``OPTIFLOW_*`` environment variables, built only at the edges (CLI, workers).
+
+With nothing set, everything runs on this machine with no services: an in-process worker, SQLite
+and a filesystem store under ``OPTIFLOW_HOME`` (default ``./.optiflow``). Pointing
+``OPTIFLOW_REDIS_URL`` (and optionally ``OPTIFLOW_BROKER_URL`` / ``OPTIFLOW_DATABASE_URL``) at
+real servers makes the same code distributed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="OPTIFLOW_", extra="ignore", frozen=True)
+
+    home: Path = Field(default=Path(".optiflow"), description="local state for the embedded mode")
+    redis_url: str | None = Field(default=None, description="Redis for store, cache, broker, results")
+    broker_url: str | None = Field(default=None, description="Celery broker; defaults to redis_url")
+    result_backend: str | None = Field(default=None, description="Celery results; defaults to redis_url")
+    database_url: str | None = Field(default=None, description="SQLAlchemy URL; default SQLite in home")
+    store: Literal["auto", "memory", "filesystem", "redis", "sql"] = "auto"
+    key_prefix: str = Field(default="optiflow", description="prefix of every Redis key optiflow writes")
+    python_checks: list[str] = Field(default_factory=list, description="allowlist for python checks")
+    eval_concurrency: int = Field(default=16, ge=1, le=512)
+    job_timeout_s: float = Field(default=6 * 3600, gt=0)
+
+    @property
+    def distributed(self) -> bool:
+        return bool(self.broker_url or self.redis_url)
+
+    @property
+    def effective_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.home / 'optiflow.db').resolve()}"
+
+    @property
+    def effective_store(self) -> Literal["memory", "filesystem", "redis", "sql"]:
+        if self.store != "auto":
+            return self.store
+        return "redis" if self.redis_url else "filesystem"

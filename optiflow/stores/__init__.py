@@ -1,0 +1,1 @@
+"""Overrides stores. See :mod:`optiflow.stores.base` for the Protocol."""

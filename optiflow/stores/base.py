@@ -1,0 +1,90 @@
+"""The overrides store Protocol: one interface, four backends (memory, filesystem, redis, sql).
+
+A store holds, per prompt ``(ns, key)``:
+
+- the prompt itself (``put_prompt`` / ``get_prompt``), so workers and the CLI can render it;
+- overrides per tag (``store`` / ``resolve`` / ``delete`` / ``list_tags``): temporary experiment
+  tags are written and deleted freely;
+- versions of long-lived tags (``apply`` / ``history`` / ``rollback``): every apply records an
+  immutable :class:`~optiflow.core.overrides.Version`; history is append-only and two applies
+  racing on one tag never lose a version.
+
+Every write validates against the prompt's descriptor first (unknown section -> ValidationError,
+frozen section -> ValidationError code ``frozen_section``, hash mismatch -> StaleOverrideError)
+and writes nothing when any override of the call is refused. A multi-section write is atomic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from optiflow.core.base import JSONValue
+from optiflow.core.overrides import STABLE, PromptOverrides, SectionOverride, Version
+from optiflow.core.prompt import Prompt, PromptDescriptor
+
+
+@runtime_checkable
+class OverridesStore(Protocol):
+    def put_prompt(self, prompt: Prompt) -> None:
+        """Register (or replace) a prompt's base template."""
+        ...
+
+    def get_prompt(self, ns: str, key: str) -> Prompt:
+        """The registered prompt; NotFoundError when there is none."""
+        ...
+
+    def resolve(self, ns: str, key: str, tag: str) -> PromptOverrides | None:
+        """What is stored under the tag, or None when the tag holds nothing."""
+        ...
+
+    def store(
+        self,
+        descriptor: PromptDescriptor,
+        sections: Sequence[SectionOverride],
+        *,
+        tag: str,
+        model_params: Mapping[str, JSONValue] | None = None,
+        replace: bool = False,
+    ) -> PromptOverrides:
+        """Merge ``sections`` (and ``model_params``) into the tag, or replace its content when
+        ``replace``. Validates every override first; atomic. Returns what the tag now holds."""
+        ...
+
+    def delete(self, ns: str, key: str, tag: str) -> bool:
+        """Remove a tag's overrides (not its version history). True when something was removed."""
+        ...
+
+    def list_tags(self, ns: str, key: str) -> list[str]:
+        """Tags holding overrides for the prompt, sorted."""
+        ...
+
+    def apply(
+        self,
+        descriptor: PromptDescriptor,
+        sections: Sequence[SectionOverride],
+        *,
+        tag: str = STABLE,
+        source: str,
+        description: str = "",
+        model_params: Mapping[str, JSONValue] | None = None,
+    ) -> Version:
+        """Merge into a long-lived tag and record the result as the next version (patch bump)."""
+        ...
+
+    def history(self, ns: str, key: str, tag: str = STABLE) -> list[Version]:
+        """Versions of the tag, oldest first."""
+        ...
+
+    def rollback(
+        self,
+        descriptor: PromptDescriptor,
+        version: str,
+        *,
+        tag: str = STABLE,
+        source: str = "rollback",
+    ) -> Version:
+        """Restore the overrides of ``version`` as a new version. NotFoundError if unknown."""
+        ...
+
+    def close(self) -> None: ...
