@@ -1,0 +1,76 @@
+"""The Celery app factory.
+
+One factory for every role: the embedded default (memory broker, in-process results, a worker
+thread in the client's process) and the distributed deployment (Redis broker and results, eval
+and control workers chosen by queue). JSON only; late acks so a killed worker's task comes back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from kombu import Queue
+
+from optiflow.distributed.embedded import EMBEDDED_BACKEND
+from optiflow.distributed.runtime import Runtime
+from optiflow.distributed.tasks import register_tasks
+from optiflow.errors import ConfigError
+from optiflow.settings import Settings
+
+QUEUE_CONTROL = "optiflow.control"
+QUEUE_EVAL = "optiflow.eval"
+QUEUES = (QUEUE_CONTROL, QUEUE_EVAL)
+VISIBILITY_TIMEOUT_S = 3600
+
+
+def create_app(settings: Settings | None = None, *, embedded: bool | None = None) -> Celery:
+    settings = settings or Settings()
+    if embedded is None:
+        embedded = not settings.distributed
+    if embedded:
+        broker, backend = "memory://", EMBEDDED_BACKEND
+    else:
+        broker = settings.broker_url or settings.redis_url
+        backend = settings.result_backend or settings.redis_url
+        if not backend:
+            raise ConfigError("set OPTIFLOW_REDIS_URL (or OPTIFLOW_RESULT_BACKEND)", field="OPTIFLOW_REDIS_URL")
+    app = Celery("optiflow", broker=broker, backend=backend, set_as_current=False)
+    transport: dict[str, Any] = {"visibility_timeout": VISIBILITY_TIMEOUT_S}
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_default_queue=QUEUE_CONTROL,
+        task_queues=[Queue(QUEUE_CONTROL), Queue(QUEUE_EVAL)],
+        task_routes={
+            "optiflow.evaluate": {"queue": QUEUE_EVAL},
+            "optiflow.propose": {"queue": QUEUE_EVAL},
+        },
+        # Control tasks are short; evaluate tasks are bounded by the litellm timeout instead
+        # (the threads pool has no time limits).
+        task_soft_time_limit=300,
+        task_time_limit=600,
+        broker_transport_options=transport,
+        result_backend_transport_options=transport,
+        result_expires=7 * 24 * 3600,
+        result_chord_join_timeout=30,
+        broker_connection_retry_on_startup=True,
+        worker_send_task_events=not embedded,
+        task_send_sent_event=not embedded,
+        worker_hijack_root_logger=False,
+        enable_utc=True,
+    )
+    runtime = Runtime(settings, embedded=embedded)
+    app.optiflow_runtime = runtime  # type: ignore[attr-defined]
+    register_tasks(app, runtime)
+    return app
+
+
+def runtime_of(app: Celery) -> Runtime:
+    rt: Runtime = app.optiflow_runtime  # type: ignore[attr-defined]
+    return rt

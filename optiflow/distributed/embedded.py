@@ -1,0 +1,120 @@
+"""Embedded mode: a real Celery worker in this process, with no services.
+
+Broker: kombu's ``memory://`` transport. Results: :class:`InProcessBackend`, a key-value backend
+in this process's memory that completes chords with a counter, as Celery's Redis backend does.
+(Celery's ``cache+memory://`` backend restores the whole group result on every chord part, O(n²):
+a 2,000-task chord takes about a minute.)
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from celery import Celery, states
+from celery.backends.base import KeyValueStoreBackend
+from celery.canvas import maybe_signature
+from celery.exceptions import ChordError
+
+EMBEDDED_BACKEND = "optiflow.distributed.embedded:InProcessBackend"
+
+
+class InProcessBackend(KeyValueStoreBackend):  # type: ignore[misc]
+    """Results in a dict shared by every thread of the process; chords by counter."""
+
+    supports_native_join = True
+    supports_autoexpire = False
+    implements_incr = True
+
+    _data: dict[Any, Any] = {}
+    _chords: dict[str, dict[str, Any]] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, app: Celery, url: str | None = None, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+
+    # key-value primitives
+    def get(self, key: Any) -> Any:
+        return self._data.get(key)
+
+    def mget(self, keys: list[Any]) -> list[Any]:
+        return [self._data.get(k) for k in keys]
+
+    def set(self, key: Any, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+
+    def delete(self, key: Any) -> None:
+        with self._lock:
+            self._data.pop(key, None)
+
+    def incr(self, key: Any) -> int:
+        with self._lock:
+            value = int(self._data.get(key) or 0) + 1
+            self._data[key] = value
+            return value
+
+    def expire(self, key: Any, value: Any) -> None:
+        return None
+
+    # chords
+    def apply_chord(self, header_result_args: Any, body: Any, **kwargs: Any) -> None:
+        self.ensure_chords_allowed()
+
+    def set_chord_size(self, group_id: str, chord_size: int) -> None:
+        with self._lock:
+            self._chords[group_id] = {"size": chord_size, "parts": {}}
+
+    def on_chord_part_return(self, request: Any, state: str, result: Any, **kwargs: Any) -> None:
+        gid, tid = request.group, request.id
+        if not gid or not tid:
+            return
+        with self._lock:
+            chord = self._chords.get(gid)
+            if chord is None:
+                return
+            # keyed by task id: a redelivered task replaces its part instead of counting twice
+            chord["parts"][tid] = (request.group_index or 0, state, result)
+            size = request.chord.get("chord_size") or chord["size"]
+            if len(chord["parts"]) < size:
+                return
+            del self._chords[gid]
+        callback = maybe_signature(request.chord, app=self.app)
+        parts = sorted(chord["parts"].values(), key=lambda p: p[0])
+        failed = next((p for p in parts if p[1] in states.PROPAGATE_STATES), None)
+        if failed is not None:
+            self.chord_error_from_stack(callback, ChordError(f"a header task failed: {failed[2]!r}"))
+            return
+        callback.delay([p[2] for p in parts])
+
+
+class EmbeddedWorker:
+    """A Celery WorkController (threads pool) consuming every optiflow queue in a daemon thread."""
+
+    def __init__(self, app: Celery, *, concurrency: int, queues: list[str]) -> None:
+        from celery.worker import WorkController
+
+        self.app = app
+        self.controller = WorkController(
+            app=app,
+            concurrency=concurrency,
+            pool="threads",
+            queues=queues,
+            loglevel="WARNING",
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+            hostname=f"optiflow-embedded@{threading.get_ident()}",
+        )
+        self.thread = threading.Thread(target=self.controller.start, name="optiflow-worker", daemon=True)
+
+    def start(self) -> EmbeddedWorker:
+        self.thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        from celery.worker import state
+
+        state.should_terminate = 0
+        self.thread.join(timeout)
+        state.should_terminate = None

@@ -1,0 +1,62 @@
+"""Thin, idempotent, explicitly named Celery tasks. Each one re-reads what it needs by job id.
+
+- ``optiflow.start(job_id)``: ask the workflow for its first action and launch it.
+- ``optiflow.evaluate(job_id, experiment_id, tag, sample_id, run, guarded)``: one evaluation.
+- ``optiflow.propose(job_id, section)``: one section's compression proposal.
+- ``optiflow.advance(results, job_id, step)``: the chord body.
+- ``optiflow.finish(job_id)`` / ``optiflow.fail(job_id, error)``: end the job and reply.
+- ``optiflow.chord_error(request, exc, traceback, job_id)``: errback that fails the job.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from optiflow.distributed import driver, work
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from optiflow.distributed.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def register_tasks(app: Celery, rt: Runtime) -> None:
+    @app.task(name="optiflow.start", ignore_result=True)  # type: ignore[untyped-decorator]
+    def start(job_id: str) -> None:
+        _guarded(app, rt, job_id, lambda: driver.start(app, rt, job_id))
+
+    @app.task(name="optiflow.evaluate")  # type: ignore[untyped-decorator]
+    def evaluate(job_id: str, experiment_id: str, tag: str, sample_id: str, run: int, guarded: bool) -> dict[str, Any]:
+        return work.evaluate_one(rt, job_id, experiment_id, tag, sample_id, run, guarded)
+
+    @app.task(name="optiflow.propose")  # type: ignore[untyped-decorator]
+    def propose(job_id: str, section: str) -> dict[str, Any]:
+        return work.propose_one(rt, job_id, section)
+
+    @app.task(name="optiflow.advance", ignore_result=True)  # type: ignore[untyped-decorator]
+    def advance(results: list[Any], job_id: str, step_index: int) -> None:
+        _guarded(app, rt, job_id, lambda: driver.advance(app, rt, job_id, step_index, results))
+
+    @app.task(name="optiflow.finish", ignore_result=True)  # type: ignore[untyped-decorator]
+    def finish(job_id: str) -> None:
+        _guarded(app, rt, job_id, lambda: driver.finish(app, rt, job_id))
+
+    @app.task(name="optiflow.fail", ignore_result=True)  # type: ignore[untyped-decorator]
+    def fail(job_id: str, error: str) -> None:
+        driver.fail(app, rt, job_id, error)
+
+    @app.task(name="optiflow.chord_error", ignore_result=True)  # type: ignore[untyped-decorator]
+    def chord_error(request: Any, exc: BaseException, traceback: Any, job_id: str) -> None:
+        driver.fail(app, rt, job_id, f"evaluation step failed: {exc!r}")
+
+
+def _guarded(app: Celery, rt: Runtime, job_id: str, fn: Any) -> None:
+    """Any error in a control task ends the job ``failed`` with its message instead of hanging."""
+    try:
+        fn()
+    except Exception as exc:
+        log.exception("job %s: control task failed", job_id)
+        driver.fail(app, rt, job_id, f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,95 @@
+"""The bodies of the header tasks: one evaluation, one section proposal.
+
+Both return small JSON dicts (chord messages stay small) and never raise for a model failure:
+a failed evaluation is a failing record and a failed proposal a ``proposal_error``, because one
+raising header task would stop the chord body from ever running.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from optiflow.core.actions import ProposalError, SectionEdit
+from optiflow.core.evaluation import EvalResult
+from optiflow.core.prompt import parse_path
+from optiflow.distributed.cache import cache_key
+
+if TYPE_CHECKING:
+    from optiflow.distributed.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def evaluate_one(
+    rt: Runtime, job_id: str, experiment_id: str, tag: str, sample_id: str, run: int, guarded: bool
+) -> dict[str, Any]:
+    from optiflow.evaluator import evaluate
+
+    skip = rt.signals.skip_reason(job_id, experiment_id)
+    if skip is not None:
+        return _out(EvalResult(experiment_id=experiment_id, sample_id=sample_id, run=run, skipped=True, reason=skip))
+    spec = rt.spec(job_id)
+    overrides = rt.overrides(spec.prompt.ns, spec.prompt.key, tag)
+    sample = rt.sample(job_id, sample_id)
+    model = spec.model.with_params(overrides.model_params if overrides else {})
+    rendered = spec.prompt.render(sample.input, overrides=overrides)
+    key = cache_key(
+        {
+            "model": model.fingerprint(),
+            "system": rendered.system,
+            "user": rendered.user,
+            "sample": sample.id,
+            "expected": sample.expected,
+            "check": spec.check.model_dump(mode="json"),
+            "run": run,
+        }
+    )
+    hit = rt.cache.get(job_id, key)
+    if hit is not None:
+        result = hit.model_copy(update={"experiment_id": experiment_id, "run": run, "cached": True})
+    else:
+        result = evaluate(
+            prompt=spec.prompt,
+            overrides=overrides,
+            sample=sample,
+            check=spec.check,
+            model=model,
+            run=run,
+            experiment_id=experiment_id,
+            python_checks=rt.settings.python_checks,
+        )
+        if result.error is None:  # errors are retried on resume, never cached
+            rt.cache.put(job_id, key, result)
+    if guarded and not (result.success and result.passed):
+        rt.signals.mark_regressed(job_id, experiment_id)
+    return _out(result)
+
+
+def propose_one(rt: Runtime, job_id: str, path_text: str) -> dict[str, Any]:
+    from optiflow.llm.compress import build_strategy
+    from optiflow.llm.tokens import count_tokens
+
+    spec = rt.spec(job_id)
+    path = parse_path(path_text)
+    base = spec.prompt.section(path)
+    current = spec.prompt.with_bodies({o.path: o.body for o in spec.baseline_overrides})
+    section = current.section(path)
+    try:
+        body = build_strategy(spec.strategy).compress(current, section)
+    except Exception as exc:  # a proposal failure skips the section; the job goes on
+        log.warning("job %s: compressing %s failed: %s", job_id, path_text, exc)
+        return {"proposal_error": ProposalError(path=path, error=str(exc)).model_dump(mode="json")}
+    model = spec.model.model
+    edit = SectionEdit(
+        path=path,
+        original_hash=base.hash,
+        proposed_body=body,
+        original_tokens=count_tokens(section.body, model),
+        proposed_tokens=count_tokens(body, model),
+    )
+    return {"edit": edit.model_dump(mode="json")}
+
+
+def _out(result: EvalResult) -> dict[str, Any]:
+    return result.compact().model_dump(mode="json", exclude_defaults=True)

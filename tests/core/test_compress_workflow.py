@@ -1,0 +1,180 @@
+"""Every branch of the compress workflow, with hand-made model answers (no Celery, no I/O)."""
+
+from __future__ import annotations
+
+import pytest
+
+from optiflow.core.compress import CompressSpec, CompressWorkflow, OptimizationReport
+from optiflow.core.dataset import Dataset, Sample
+from optiflow.core.prompt import Prompt, Section
+
+from .compress_harness import Bodies, run_workflow, seed_reference, words
+
+FILLER = " ".join(["filler"] * 30)
+# rule_x: samples about x pass only when "rule_x" is in some section
+PROMPT = Prompt(
+    ns="t",
+    key="p",
+    sections=(
+        Section(path=("intro",), body="You are a bot. " + FILLER, frozen=True),
+        Section(path=("a",), body="rule_a rule_shared " + FILLER + " " + FILLER),
+        Section(path=("b",), body="rule_b rule_shared " + FILLER),
+        Section(path=("c",), body="rule_c " + " ".join(["pad"] * 20)),
+        Section(path=("tiny",), body="rule_t"),
+    ),
+)
+SAMPLES = ("a", "b", "c", "shared", "t", "never")
+
+
+def answer(bodies: Bodies, sid: str, run: int) -> bool:
+    if sid == "never":
+        return False
+    return any(f"rule_{sid}" in body for body in bodies.values())
+
+
+def make_spec(**kw: object) -> CompressSpec:
+    data = dict(
+        prompt=PROMPT,
+        dataset=Dataset(samples=tuple(Sample(id=s, input=s, expected=s) for s in SAMPLES)),
+        check={"type": "contains"},
+        model={"model": "optiflow/sim"},
+        strategy={"type": "rule"},
+        eval_runs=2,
+        min_section_tokens=5,
+        fail_fast=False,
+    )
+    data.update(kw)
+    return CompressSpec.model_validate(data)
+
+
+def keep(body: str, *rules: str) -> str:
+    return " ".join(rules) + " short"
+
+
+def report_of(spec: CompressSpec, edits: dict[tuple[str, ...], str]) -> tuple[OptimizationReport, list[str]]:
+    report, steps = run_workflow(spec, answer, edits)
+    assert isinstance(report, OptimizationReport), report
+    return report, [s.name for s in steps]
+
+
+def assert_matches_seed(spec: CompressSpec, edits: dict[tuple[str, ...], str], report: OptimizationReport) -> None:
+    rate, mods, rejected, _ = seed_reference(spec, answer, edits)
+    assert report.baseline_pass_rate == rate
+    assert list(report.modifications) == mods
+    assert list(report.rejected) == rejected
+
+
+def test_sections_proposed_largest_first_skipping_frozen_and_small() -> None:
+    wf = CompressWorkflow(make_spec(), "j")
+    assert wf.proposable_sections(words) == (("a",), ("b",), ("c",))
+    assert CompressWorkflow(make_spec(min_section_tokens=30), "j").proposable_sections(words) == (("a",), ("b",))
+
+
+def test_no_edit_proposed_finishes_after_baseline() -> None:
+    report, steps = report_of(make_spec(min_section_tokens=10_000), {})
+    assert steps == ["baseline"]
+    assert report.modifications == () and report.rejected == ()
+    assert report.baseline_pass_rate == pytest.approx(5 / 6)
+
+
+def test_edits_that_save_nothing_are_not_evaluated() -> None:
+    report, steps = report_of(make_spec(), {})  # every proposal returns the same body
+    assert steps == ["baseline"]
+    assert report.total_token_reduction == 0
+
+
+def test_all_rejected() -> None:
+    edits = {("a",): "short", ("b",): "short", ("c",): "short"}
+    spec = make_spec()
+    report, steps = report_of(spec, edits)
+    assert steps == ["baseline", "candidates"]
+    assert report.modifications == ()
+    assert [r.section_path for r in report.rejected] == [("a",), ("b",), ("c",)]
+    assert [r.regression_count for r in report.rejected] == [1, 1, 1]
+    assert_matches_seed(spec, edits, report)
+
+
+def test_exactly_one_accepted_has_no_combined_step() -> None:
+    edits = {("a",): keep("", "rule_a", "rule_shared"), ("b",): "short"}
+    spec = make_spec()
+    report, steps = report_of(spec, edits)
+    assert steps == ["baseline", "candidates"]
+    assert [m.section_path for m in report.modifications] == [("a",)]
+    assert report.total_token_reduction == words(PROMPT.section(("a",)).body) - 3
+    assert_matches_seed(spec, edits, report)
+
+
+def test_combined_passes() -> None:
+    edits = {("a",): keep("", "rule_a", "rule_shared"), ("b",): keep("", "rule_b", "rule_shared"), ("c",): "rule_c"}
+    spec = make_spec()
+    report, steps = report_of(spec, edits)
+    assert steps == ["baseline", "candidates", "combined"]
+    assert {m.section_path for m in report.modifications} == {("a",), ("b",), ("c",)}
+    assert_matches_seed(spec, edits, report)
+
+
+def test_combined_regresses_and_greedy_keeps_strict_subset() -> None:
+    # each drops one copy of rule_shared: fine alone, a regression together
+    edits = {("a",): keep("", "rule_a"), ("b",): keep("", "rule_b"), ("c",): "rule_c"}
+    spec = make_spec()
+    report, steps = report_of(spec, edits)
+    # greedy-0 ({a}) is the first candidate alone: decided from memory, no evaluation
+    assert steps == ["baseline", "candidates", "combined", "greedy-1", "greedy-2"]
+    assert [m.section_path for m in report.modifications] == [("a",), ("c",)]
+    greedy_rejected = [r for r in report.rejected if r.stage == "greedy"]
+    assert [r.section_path for r in greedy_rejected] == [("b",)]
+    assert greedy_rejected[0].regression_count == 1
+    assert_matches_seed(spec, edits, report)
+
+
+def test_regression_only_steps_evaluate_baseline_passed_samples_only() -> None:
+    edits = {("a",): keep("", "rule_a"), ("b",): keep("", "rule_b"), ("c",): "rule_c"}
+    _, steps = run_workflow(make_spec(), answer, edits)
+    combined = steps[2].targets[0]
+    assert "never" not in combined.sample_ids and len(combined.sample_ids) == 5
+
+
+def test_fail_fast_skips_and_marks_lower_bound_with_same_decisions() -> None:
+    edits = {("a",): keep("", "rule_a"), ("b",): keep("", "rule_b"), ("c",): "short"}
+    slow, _ = report_of(make_spec(fail_fast=False), edits)
+    fast, _ = report_of(make_spec(fail_fast=True), edits)
+    assert fast.modifications == slow.modifications
+    assert [r.section_path for r in fast.rejected] == [r.section_path for r in slow.rejected]
+    assert all(r.regression_count_is_lower_bound for r in fast.rejected)
+    assert fast.stats.fail_fast_skipped > 0
+    assert fast.stats.model_calls < slow.stats.model_calls
+
+
+def test_model_calls_well_below_seed_algorithm() -> None:
+    edits = {("a",): keep("", "rule_a"), ("b",): keep("", "rule_b"), ("c",): "rule_c"}
+    spec = make_spec(fail_fast=True)
+    report, _ = report_of(spec, edits)
+    *_, seed_calls = seed_reference(spec, answer, edits)
+    assert report.stats.model_calls <= 0.8 * seed_calls
+
+
+def test_baseline_all_errors_fails_job() -> None:
+    wf = CompressWorkflow(make_spec(), "j")
+    state, step = wf.start(words)
+    from optiflow.core.actions import Fail, StepResults
+    from optiflow.core.evaluation import EvalResult
+
+    errs = tuple(
+        EvalResult(experiment_id="j-baseline", sample_id=s, run=0, error="AuthenticationError: bad key") for s in SAMPLES
+    )
+    _, action = wf.advance(state, StepResults(evals=errs))
+    assert isinstance(action, Fail)
+    assert "bad key" in action.error
+
+
+def test_state_round_trips_through_json_midway() -> None:
+    from optiflow.core.compress import CompressState
+
+    edits = {("a",): keep("", "rule_a"), ("b",): keep("", "rule_b"), ("c",): "rule_c"}
+    spec = make_spec()
+    wf = CompressWorkflow(spec, "job1")
+    _, steps = run_workflow(spec, answer, edits)
+    state, _ = wf.start(words)
+    again = CompressState.model_validate_json(state.model_dump_json())
+    assert again == state
+    assert len(steps) == 5

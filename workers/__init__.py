@@ -1,0 +1,1 @@
+"""Process entrypoints: ``celery -A workers.app worker|flower``."""
