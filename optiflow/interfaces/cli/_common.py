@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import click
@@ -23,6 +25,16 @@ def open_store(s: Settings | None = None) -> OverridesStore:
     from optiflow.stores import open_store as _open
 
     return _open(s or settings())
+
+
+@contextmanager
+def opened_store(s: Settings | None = None) -> Iterator[OverridesStore]:
+    """The configured store, closed on exit."""
+    store = open_store(s)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def split_ref(ref: str, field: str = "prompt") -> tuple[str, str]:

@@ -1,0 +1,158 @@
+"""``optiflow prompt``: push a prompt to the store, inspect it, render it, and manage versions.
+
+Arguments are checked before the store is opened, so refused input writes nothing. Domain
+modules are imported inside commands (pydantic models cost ~0.2 s): ``optiflow --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from optiflow.interfaces.cli._common import echo, opened_store, parse_params, split_ref
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from optiflow.core.overrides import PromptOverrides, SectionOverride
+    from optiflow.core.prompt import Prompt, Section
+
+STABLE = "stable"  # optiflow.core.overrides.STABLE, without importing it
+_TAG_HELP = "overrides tag"
+
+
+@click.group()
+def prompt() -> None:
+    """Prompts in the overrides store: push, show, render, history, rollback."""
+
+
+@prompt.command()
+@click.argument("file")
+def push(file: str) -> None:
+    """Register (or replace) the prompt of a YAML FILE in the store."""
+    from optiflow.files import load_prompt
+
+    p = load_prompt(file)
+    with opened_store() as store:
+        store.put_prompt(p)
+    frozen = sum(s.frozen for s in p.sections)
+    echo(f"pushed {p.id}: {len(p.sections)} sections ({frozen} frozen)")
+
+
+@prompt.command()
+@click.argument("ref", metavar="NS/KEY")
+@click.option("--tag", default=STABLE, show_default=True, help=_TAG_HELP)
+def show(ref: str, tag: str) -> None:
+    """Sections of a prompt and which of them the tag overrides."""
+    from optiflow.core.overrides import check_tag
+    from optiflow.core.prompt import path_str
+    from optiflow.llm.tokens import count_tokens
+
+    ns, key = split_ref(ref)
+    check_tag(tag)
+    with opened_store() as store:
+        p = store.get_prompt(ns, key)
+        overrides = store.resolve(ns, key, tag)
+    echo(f"{p.id}: {len(p.sections)} sections; tag {tag}: {_summary(p, overrides)}")
+    width = max(len("PATH"), *(len(path_str(s.path)) for s in p.sections))
+    echo(f"  {'PATH':<{width}}  {'FROZEN':<6}  {'HASH':<12}  {'TOKENS':>6}  OVERRIDE")
+    for s in p.sections:
+        ov = overrides.section(s.path) if overrides else None
+        echo(
+            f"  {path_str(s.path):<{width}}  {'yes' if s.frozen else '-':<6}  {s.hash[:12]}  "
+            f"{count_tokens(s.body):>6}  {_override_state(s, ov, count_tokens)}"
+        )
+    known = {s.path for s in p.sections}
+    for ov in overrides.sections if overrides else ():
+        if ov.path not in known:
+            echo(f"  override of unknown section {path_str(ov.path)!r} (ignored when rendering)")
+    if overrides and overrides.model_params:
+        echo("model params: " + ", ".join(f"{k}={v}" for k, v in overrides.model_params.items()))
+
+
+@prompt.command()
+@click.argument("ref", metavar="NS/KEY")
+@click.option("--tag", default=STABLE, show_default=True, help=_TAG_HELP)
+@click.option("--param", "params", multiple=True, metavar="K=V", help="template param (repeatable)")
+@click.option("--input", "input_text", default="", metavar="TEXT", help="the user input, ${input}")
+def render(ref: str, tag: str, params: tuple[str, ...], input_text: str) -> None:
+    """Print the system and user messages of a prompt under a tag's overrides."""
+    from optiflow.core.overrides import check_tag
+
+    ns, key = split_ref(ref)
+    check_tag(tag)
+    values = parse_params(params)
+    with opened_store() as store:
+        p = store.get_prompt(ns, key)
+        overrides = store.resolve(ns, key, tag)
+    rendered = p.render(input_text, params=values, overrides=overrides)
+    echo(f"--- system ({p.id}, tag {tag}: {_summary(p, overrides)}) ---")
+    echo(rendered.system)
+    echo("--- user ---")
+    echo(rendered.user)
+    if rendered.model_params:
+        echo("--- model params ---")
+        for name, value in rendered.model_params.items():
+            echo(f"{name}: {value}")
+
+
+@prompt.command()
+@click.argument("ref", metavar="NS/KEY")
+@click.option("--tag", default=STABLE, show_default=True, help=_TAG_HELP)
+def history(ref: str, tag: str) -> None:
+    """Versions of a tag, oldest first."""
+    from optiflow.core.overrides import check_tag
+
+    ns, key = split_ref(ref)
+    check_tag(tag)
+    with opened_store() as store:
+        store.get_prompt(ns, key)
+        versions = store.history(ns, key, tag)
+    if not versions:
+        echo(f"no versions of {ns}/{key} under tag {tag}")
+        return
+    echo(f"{ns}/{key} tag {tag}: {len(versions)} versions")
+    for v in versions:
+        when = v.created_at.strftime("%Y-%m-%d %H:%M:%SZ")
+        n = len(v.overrides.sections)
+        params = f" +{len(v.overrides.model_params)} params" if v.overrides.model_params else ""
+        echo(f"  {v.version:<8}  {when}  {v.source:<16}  {n} sections{params}  {v.description}".rstrip())
+
+
+@prompt.command()
+@click.argument("ref", metavar="NS/KEY")
+@click.argument("version")
+@click.option("--tag", default=STABLE, show_default=True, help=_TAG_HELP)
+def rollback(ref: str, version: str, tag: str) -> None:
+    """Restore the overrides of VERSION (like v1.0.2) as the tag's next version."""
+    from optiflow.core.overrides import check_tag, check_version
+
+    ns, key = split_ref(ref)
+    check_tag(tag)
+    check_version(version)
+    with opened_store() as store:
+        p = store.get_prompt(ns, key)
+        v = store.rollback(p.descriptor(), version, tag=tag)
+    echo(f"{p.id} tag {tag}: restored {version} as {v.version} ({len(v.overrides.sections)} sections)")
+
+
+def _summary(p: Prompt, overrides: PromptOverrides | None) -> str:
+    if overrides is None or not (overrides.sections or overrides.model_params):
+        return "no overrides"
+    hashes = {s.path: s.hash for s in p.sections}
+    stale = sum(hashes.get(ov.path) != ov.expected_hash for ov in overrides.sections)
+    text = f"{len(overrides.sections)} overrides"
+    if stale:
+        text += f" ({stale} stale or unknown, skipped)"
+    if overrides.model_params:
+        text += f", {len(overrides.model_params)} model params"
+    return text
+
+
+def _override_state(s: Section, ov: SectionOverride | None, count: Callable[[str], int]) -> str:
+    if ov is None:
+        return "-"
+    if ov.expected_hash != s.hash:
+        return f"stale (made for {ov.expected_hash[:12]}, skipped)"
+    return f"yes ({count(ov.body)} tokens)"

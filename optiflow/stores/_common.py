@@ -1,0 +1,238 @@
+"""What every backend shares: checks, merge, versioning, rollback.
+
+A backend subclasses :class:`StoreBase` and supplies storage primitives (``_get_prompt``,
+``_resolve``, ``_transact``, ...). The public methods validate their arguments, then call the
+primitives, so the rules of :mod:`optiflow.stores.base` are written once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import TypeVar
+
+from optiflow.core.base import JSONValue
+from optiflow.core.overrides import (
+    STABLE,
+    PromptOverrides,
+    SectionOverride,
+    Version,
+    check_tag,
+    check_version,
+    next_version,
+    now,
+    validate_overrides,
+)
+from optiflow.core.prompt import Prompt, PromptDescriptor, path_str
+from optiflow.errors import NotFoundError, ValidationError
+
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+
+#: What a transaction writes: overrides only, or a version (whose ``overrides`` become the tag's
+#: content and which is appended to the tag's history).
+W = TypeVar("W", PromptOverrides, Version)
+
+#: Given the tag's current content and its latest version, what to write. May run more than once
+#: (backends retry on conflict), so it must not have side effects.
+Change = Callable[[PromptOverrides | None, Version | None], W]
+
+
+def check_name(value: str, field: str) -> str:
+    """A prompt ns or key: the characters a Prompt allows (never only dots), which keep Redis keys
+    and file paths unambiguous."""
+    if not _NAME.match(value) or set(value) == {"."}:
+        raise ValidationError(f"invalid name {value!r} (letters, digits, '.', '_', '-')", field=field)
+    return value
+
+
+def split_write(result: PromptOverrides | Version) -> tuple[PromptOverrides, Version | None]:
+    """The tag's new content and the version to append (if any) of a transaction's result."""
+    if isinstance(result, Version):
+        return result.overrides, result
+    return result, None
+
+
+class StoreBase(ABC):
+    """The OverridesStore Protocol on top of a few primitives; see :mod:`optiflow.stores.base`."""
+
+    # -- primitives ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def _put_prompt(self, prompt: Prompt) -> None: ...
+
+    @abstractmethod
+    def _get_prompt(self, ns: str, key: str) -> Prompt | None: ...
+
+    @abstractmethod
+    def _resolve(self, ns: str, key: str, tag: str) -> PromptOverrides | None: ...
+
+    @abstractmethod
+    def _delete(self, ns: str, key: str, tag: str) -> bool: ...
+
+    @abstractmethod
+    def _list_tags(self, ns: str, key: str) -> list[str]: ...
+
+    @abstractmethod
+    def _history(self, ns: str, key: str, tag: str) -> list[Version]: ...
+
+    @abstractmethod
+    def _transact(self, ns: str, key: str, tag: str, change: Change[W]) -> W:
+        """Atomically read the tag's content and latest version, call ``change``, and write its
+        result; retried on conflict. Two racing transactions never both succeed on one state."""
+
+    def _errors(self) -> AbstractContextManager[None]:
+        """Translate the backend's own exceptions into StoreError (default: nothing to translate)."""
+        return nullcontext()
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # -- the Protocol -------------------------------------------------------------------------
+
+    def put_prompt(self, prompt: Prompt) -> None:
+        check_name(prompt.ns, "ns")
+        check_name(prompt.key, "key")
+        with self._errors():
+            self._put_prompt(prompt)
+
+    def get_prompt(self, ns: str, key: str) -> Prompt:
+        _check_ref(ns, key)
+        with self._errors():
+            prompt = self._get_prompt(ns, key)
+        if prompt is None:
+            raise NotFoundError(f"no prompt {ns}/{key} in the store (push it first)", field="prompt")
+        return prompt
+
+    def resolve(self, ns: str, key: str, tag: str) -> PromptOverrides | None:
+        _check_ref(ns, key, tag)
+        with self._errors():
+            return self._resolve(ns, key, tag)
+
+    def store(
+        self,
+        descriptor: PromptDescriptor,
+        sections: Sequence[SectionOverride],
+        *,
+        tag: str,
+        model_params: Mapping[str, JSONValue] | None = None,
+        replace: bool = False,
+    ) -> PromptOverrides:
+        _check_write(descriptor, sections, tag, model_params)
+
+        def change(current: PromptOverrides | None, _head: Version | None) -> PromptOverrides:
+            base = _empty(descriptor, tag) if replace or current is None else current
+            return base.merged(sections, model_params)
+
+        with self._errors():
+            return self._transact(descriptor.ns, descriptor.key, tag, change)
+
+    def delete(self, ns: str, key: str, tag: str) -> bool:
+        _check_ref(ns, key, tag)
+        with self._errors():
+            return self._delete(ns, key, tag)
+
+    def list_tags(self, ns: str, key: str) -> list[str]:
+        _check_ref(ns, key)
+        with self._errors():
+            return sorted(self._list_tags(ns, key))
+
+    def apply(
+        self,
+        descriptor: PromptDescriptor,
+        sections: Sequence[SectionOverride],
+        *,
+        tag: str = STABLE,
+        source: str,
+        description: str = "",
+        model_params: Mapping[str, JSONValue] | None = None,
+    ) -> Version:
+        _check_write(descriptor, sections, tag, model_params)
+
+        def change(current: PromptOverrides | None, head: Version | None) -> Version:
+            content = (current or _empty(descriptor, tag)).merged(sections, model_params)
+            return _version(content, head, source, description)
+
+        with self._errors():
+            return self._transact(descriptor.ns, descriptor.key, tag, change)
+
+    def history(self, ns: str, key: str, tag: str = STABLE) -> list[Version]:
+        _check_ref(ns, key, tag)
+        with self._errors():
+            return self._history(ns, key, tag)
+
+    def rollback(
+        self,
+        descriptor: PromptDescriptor,
+        version: str,
+        *,
+        tag: str = STABLE,
+        source: str = "rollback",
+    ) -> Version:
+        check_version(version)
+        target = next(
+            (v for v in self.history(descriptor.ns, descriptor.key, tag) if v.version == version), None
+        )
+        if target is None:
+            raise NotFoundError(
+                f"no version {version} of {descriptor.ns}/{descriptor.key} under tag {tag!r}", field="version"
+            )
+        validate_overrides(descriptor, target.overrides.sections)
+
+        def change(_current: PromptOverrides | None, head: Version | None) -> Version:
+            return _version(target.overrides, head, source, f"rollback to {version}")
+
+        with self._errors():
+            return self._transact(descriptor.ns, descriptor.key, tag, change)
+
+
+def _check_ref(ns: str, key: str, tag: str | None = None) -> None:
+    check_name(ns, "ns")
+    check_name(key, "key")
+    if tag is not None:
+        check_tag(tag)
+
+
+def _check_write(
+    descriptor: PromptDescriptor,
+    sections: Sequence[SectionOverride],
+    tag: str,
+    model_params: Mapping[str, JSONValue] | None,
+) -> None:
+    """Everything a write is refused for, checked before anything is written."""
+    _check_ref(descriptor.ns, descriptor.key, tag)
+    seen: set[tuple[str, ...]] = set()
+    for ov in sections:
+        if ov.path in seen:
+            raise ValidationError(
+                f"two overrides for section {path_str(ov.path)!r} in one write",
+                field=f"sections.{path_str(ov.path)}",
+            )
+        seen.add(ov.path)
+    validate_overrides(descriptor, sections)
+    if model_params:
+        try:
+            json.dumps(dict(model_params), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"not JSON: {exc}", field="model_params") from None
+
+
+def _empty(descriptor: PromptDescriptor, tag: str) -> PromptOverrides:
+    return PromptOverrides(ns=descriptor.ns, key=descriptor.key, tag=tag)
+
+
+def _version(content: PromptOverrides, head: Version | None, source: str, description: str) -> Version:
+    previous = head.version if head else None
+    return Version(
+        ns=content.ns,
+        key=content.key,
+        tag=content.tag,
+        version=next_version(previous),
+        previous=previous,
+        source=source,
+        description=description,
+        created_at=now(),
+        overrides=content,
+    )

@@ -1,0 +1,59 @@
+"""In-process store: the reference backend, for tests and single-process runs. Thread-safe."""
+
+from __future__ import annotations
+
+import threading
+
+from optiflow.core.overrides import PromptOverrides, Version
+from optiflow.core.prompt import Prompt
+from optiflow.stores._common import Change, StoreBase, W, split_write
+
+_Tag = tuple[str, str, str]
+
+
+class MemoryOverridesStore(StoreBase):
+    """Everything in dicts behind one lock; gone when the process exits."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._prompts: dict[tuple[str, str], Prompt] = {}
+        self._tags: dict[_Tag, PromptOverrides] = {}
+        self._versions: dict[_Tag, list[Version]] = {}
+
+    def _put_prompt(self, prompt: Prompt) -> None:
+        with self._lock:
+            self._prompts[prompt.ns, prompt.key] = prompt
+
+    def _get_prompt(self, ns: str, key: str) -> Prompt | None:
+        with self._lock:
+            return self._prompts.get((ns, key))
+
+    def _resolve(self, ns: str, key: str, tag: str) -> PromptOverrides | None:
+        with self._lock:
+            return self._tags.get((ns, key, tag))
+
+    def _delete(self, ns: str, key: str, tag: str) -> bool:
+        with self._lock:
+            return self._tags.pop((ns, key, tag), None) is not None
+
+    def _list_tags(self, ns: str, key: str) -> list[str]:
+        with self._lock:
+            return [t for (n, k, t) in self._tags if (n, k) == (ns, key)]
+
+    def _history(self, ns: str, key: str, tag: str) -> list[Version]:
+        with self._lock:
+            return list(self._versions.get((ns, key, tag), ()))
+
+    def _transact(self, ns: str, key: str, tag: str, change: Change[W]) -> W:
+        where = (ns, key, tag)
+        with self._lock:
+            versions: list[Version] = self._versions.get(where, [])
+            result = change(self._tags.get(where), versions[-1] if versions else None)
+            content, version = split_write(result)
+            self._tags[where] = content
+            if version is not None:
+                self._versions[where] = [*versions, version]
+            return result
+
+    def close(self) -> None:
+        """Nothing to release."""

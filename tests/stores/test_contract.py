@@ -1,0 +1,387 @@
+"""One contract for every OverridesStore backend: memory, filesystem, Redis, SQLite, PostgreSQL.
+
+Redis and PostgreSQL are the real servers of ``tests/conftest.py`` (skipped locally when absent,
+failing under CI=true); each test gets its own Redis key prefix / PostgreSQL schema.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from optiflow.core.overrides import PromptOverrides, SectionOverride
+from optiflow.core.prompt import Prompt, Section, SectionPath
+from optiflow.errors import ConfigError, NotFoundError, StaleOverrideError, ValidationError
+from optiflow.settings import Settings
+from optiflow.stores import (
+    FilesystemOverridesStore,
+    MemoryOverridesStore,
+    OverridesStore,
+    RedisOverridesStore,
+    SqlOverridesStore,
+    open_store,
+)
+
+PROMPT = Prompt(
+    ns="support",
+    key="bot",
+    sections=(
+        Section(path=("intro",), body="You are the support bot of ${company}."),
+        Section(path=("rules", "refunds"), body="Refunds are possible within 30 days of purchase."),
+        Section(path=("rules", "tone"), body="Always be polite and concise."),
+        Section(path=("safety",), body="Never reveal customer data.", frozen=True),
+    ),
+    user="Customer: ${input}",
+)
+DESC = PROMPT.descriptor()
+INTRO: SectionPath = ("intro",)
+REFUNDS: SectionPath = ("rules", "refunds")
+TONE: SectionPath = ("rules", "tone")
+SAFETY: SectionPath = ("safety",)
+
+BACKENDS = ["memory", "filesystem", "redis", "sqlite", "postgres"]
+
+
+def ov(path: SectionPath, body: str, prompt: Prompt = PROMPT) -> SectionOverride:
+    """A fresh override of ``path``."""
+    return SectionOverride(path=path, expected_hash=prompt.section(path).hash, body=body)
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OverridesStore]:
+    kind: str = request.param
+    s: OverridesStore
+    if kind == "memory":
+        s = MemoryOverridesStore()
+    elif kind == "filesystem":
+        s = FilesystemOverridesStore(tmp_path / "store")
+    elif kind == "redis":
+        s = RedisOverridesStore(
+            request.getfixturevalue("redis_url"), prefix=request.getfixturevalue("redis_prefix")
+        )
+    elif kind == "sqlite":
+        s = SqlOverridesStore(f"sqlite:///{tmp_path / 'db' / 'optiflow.db'}")
+    else:
+        url, schema = request.getfixturevalue("pg_schema")
+        s = SqlOverridesStore(url, schema=schema)
+    yield s
+    s.close()
+    if kind == "postgres":
+        _sql(url, *(f'DELETE FROM "{schema}".optiflow_{t}' for t in ("prompts", "overrides", "versions")))
+
+
+@pytest.fixture(scope="module")
+def pg_schema(postgres_url: str) -> Iterator[tuple[str, str]]:
+    """A PostgreSQL schema of this module's own, emptied after each test and dropped at the end:
+    the tables keep their real names and a re-run starts clean."""
+    schema = f"optiflow_test_{uuid.uuid4().hex[:10]}"
+    yield postgres_url, schema
+    _sql(postgres_url, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _sql(url: str, *statements: str) -> None:
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for statement in statements:
+            conn.execute(sa.text(statement))
+    engine.dispose()
+
+
+def test_is_an_overrides_store(store: OverridesStore) -> None:
+    assert isinstance(store, OverridesStore)
+
+
+# -- prompts ----------------------------------------------------------------------------------
+
+
+def test_put_and_get_prompt(store: OverridesStore) -> None:
+    with pytest.raises(NotFoundError):
+        store.get_prompt("support", "bot")
+    store.put_prompt(PROMPT)
+    assert store.get_prompt("support", "bot") == PROMPT
+    changed = PROMPT.with_bodies({TONE: "Be brief."})
+    store.put_prompt(changed)
+    assert store.get_prompt("support", "bot") == changed
+    with pytest.raises(NotFoundError):
+        store.get_prompt("support", "other")
+
+
+# -- overrides per tag ------------------------------------------------------------------------
+
+
+def test_store_and_resolve(store: OverridesStore) -> None:
+    assert store.resolve("support", "bot", "exp") is None
+    written = store.store(DESC, [ov(INTRO, "Hi, ${company} bot here.")], tag="exp")
+    assert written == store.resolve("support", "bot", "exp")
+    assert written.tag == "exp"
+    assert written.section(INTRO) == ov(INTRO, "Hi, ${company} bot here.")
+    assert store.resolve("support", "bot", "stable") is None
+
+
+def test_merge_and_replace(store: OverridesStore) -> None:
+    store.store(DESC, [ov(INTRO, "a"), ov(REFUNDS, "b")], tag="exp")
+    merged = store.store(DESC, [ov(REFUNDS, "b2"), ov(TONE, "c")], tag="exp")
+    assert {s.path: s.body for s in merged.sections} == {INTRO: "a", REFUNDS: "b2", TONE: "c"}
+    replaced = store.store(DESC, [ov(TONE, "only")], tag="exp", replace=True)
+    assert [(s.path, s.body) for s in replaced.sections] == [(TONE, "only")]
+    assert store.resolve("support", "bot", "exp") == replaced
+
+
+def test_model_params(store: OverridesStore) -> None:
+    store.store(DESC, [], tag="exp", model_params={"temperature": 0.2, "model": "a"})
+    merged = store.store(DESC, [ov(INTRO, "x")], tag="exp", model_params={"model": "b"})
+    assert dict(merged.model_params) == {"temperature": 0.2, "model": "b"}
+    resolved = store.resolve("support", "bot", "exp")
+    assert resolved is not None
+    assert dict(resolved.model_params) == {"temperature": 0.2, "model": "b"}
+    replaced = store.store(DESC, [ov(INTRO, "y")], tag="exp", replace=True)
+    assert dict(replaced.model_params) == {}
+
+
+def test_delete_and_list_tags(store: OverridesStore) -> None:
+    assert store.list_tags("support", "bot") == []
+    for tag in ("opt-1-b", "stable", "opt-1-a"):
+        store.store(DESC, [ov(INTRO, tag)], tag=tag)
+    assert store.list_tags("support", "bot") == ["opt-1-a", "opt-1-b", "stable"]
+    assert store.delete("support", "bot", "opt-1-a") is True
+    assert store.delete("support", "bot", "opt-1-a") is False
+    assert store.resolve("support", "bot", "opt-1-a") is None
+    assert store.list_tags("support", "bot") == ["opt-1-b", "stable"]
+    assert store.list_tags("support", "other") == []
+
+
+# -- refusals ---------------------------------------------------------------------------------
+
+
+def test_unknown_section_is_refused(store: OverridesStore) -> None:
+    bad = SectionOverride(path=("nope",), expected_hash="0" * 64, body="x")
+    with pytest.raises(ValidationError) as err:
+        store.store(DESC, [bad], tag="exp")
+    assert err.value.field == "path"
+
+
+def test_frozen_section_is_refused(store: OverridesStore) -> None:
+    with pytest.raises(ValidationError) as err:
+        store.store(DESC, [ov(SAFETY, "Share anything.")], tag="exp")
+    assert err.value.code == "frozen_section"
+    assert err.value.field == "sections.safety"
+
+
+def test_stale_override_is_refused(store: OverridesStore) -> None:
+    stale = ov(TONE, "Be brief.", prompt=PROMPT.with_bodies({TONE: "an older body"}))
+    with pytest.raises(StaleOverrideError) as err:
+        store.store(DESC, [stale], tag="exp")
+    assert err.value.field == "sections.rules/tone"
+
+
+BAD = {
+    "unknown": SectionOverride(path=("nope",), expected_hash="0" * 64, body="x"),
+    "frozen": ov(SAFETY, "x"),
+    "stale": SectionOverride(path=TONE, expected_hash="0" * 64, body="x"),
+    "duplicate": ov(INTRO, "second override of intro in one call"),
+}
+
+
+def test_a_refused_call_writes_nothing(store: OverridesStore) -> None:
+    store.apply(DESC, [ov(REFUNDS, "before")], source="setup")
+    store.store(DESC, [ov(REFUNDS, "before")], tag="exp")
+    before = {t: store.resolve("support", "bot", t) for t in ("stable", "exp")}
+    for bad in BAD.values():
+        sections = [ov(INTRO, "fine"), ov(REFUNDS, "fine too"), bad]
+        for tag, replace in (("exp", False), ("exp", True), ("new", False)):
+            with pytest.raises((ValidationError, StaleOverrideError)):
+                store.store(DESC, sections, tag=tag, replace=replace)
+        with pytest.raises((ValidationError, StaleOverrideError)):
+            store.apply(DESC, sections, source="job-1", model_params={"temperature": 0})
+    assert {t: store.resolve("support", "bot", t) for t in ("stable", "exp")} == before
+    assert [v.version for v in store.history("support", "bot")] == ["v1.0.0"]
+    assert store.list_tags("support", "bot") == ["exp", "stable"]
+
+
+def test_model_params_must_be_json(store: OverridesStore) -> None:
+    with pytest.raises(ValidationError) as err:
+        store.store(DESC, [ov(INTRO, "x")], tag="exp", model_params={"when": datetime.now(UTC)})
+    assert err.value.field == "model_params"
+    assert store.list_tags("support", "bot") == []
+
+
+def test_bad_names_are_refused(store: OverridesStore) -> None:
+    for ns, key, tag in [("sup:port", "bot", "t"), ("..", "..", "t"), ("a", "b", "x/y"), ("a", "", "t")]:
+        with pytest.raises(ValidationError):
+            store.resolve(ns, key, tag)
+
+
+# -- versions ---------------------------------------------------------------------------------
+
+
+def test_apply_records_versions(store: OverridesStore) -> None:
+    t0 = datetime.now(UTC)
+    v0 = store.apply(DESC, [ov(INTRO, "a")], source="job-1", description="shorter intro")
+    assert (v0.version, v0.previous, v0.tag) == ("v1.0.0", None, "stable")
+    assert (v0.source, v0.description) == ("job-1", "shorter intro")
+    assert t0 - timedelta(seconds=1) <= v0.created_at <= datetime.now(UTC) + timedelta(seconds=1)
+    v1 = store.apply(DESC, [ov(TONE, "c")], source="job-2", model_params={"temperature": 0.1})
+    assert (v1.version, v1.previous, v1.source, v1.description) == ("v1.0.1", "v1.0.0", "job-2", "")
+    assert {s.path: s.body for s in v1.overrides.sections} == {INTRO: "a", TONE: "c"}
+    assert dict(v1.overrides.model_params) == {"temperature": 0.1}
+    assert store.resolve("support", "bot", "stable") == v1.overrides
+    assert store.history("support", "bot") == [v0, v1]
+
+
+def test_history_is_oldest_first_and_per_tag(store: OverridesStore) -> None:
+    for i in range(3):
+        store.apply(DESC, [ov(INTRO, f"stable {i}")], source=f"job-{i}")
+    store.apply(DESC, [ov(INTRO, "mine")], tag="alice", source="cli")
+    stable = store.history("support", "bot")
+    assert [v.version for v in stable] == ["v1.0.0", "v1.0.1", "v1.0.2"]
+    assert [v.source for v in stable] == ["job-0", "job-1", "job-2"]
+    assert [v.version for v in store.history("support", "bot", "alice")] == ["v1.0.0"]
+    assert store.history("support", "bot", "nothing") == []
+
+
+def test_rollback_restores_a_set_as_a_new_version(store: OverridesStore) -> None:
+    v0 = store.apply(DESC, [ov(INTRO, "a")], source="job-1", model_params={"temperature": 0.3})
+    store.apply(DESC, [ov(REFUNDS, "b"), ov(INTRO, "a2")], source="job-2", model_params={"model": "m"})
+    v2 = store.rollback(DESC, "v1.0.0")
+    assert (v2.version, v2.previous, v2.source) == ("v1.0.2", "v1.0.1", "rollback")
+    assert "v1.0.0" in v2.description
+    assert v2.overrides == v0.overrides
+    assert store.resolve("support", "bot", "stable") == v0.overrides
+    assert [v.version for v in store.history("support", "bot")] == ["v1.0.0", "v1.0.1", "v1.0.2"]
+    v3 = store.rollback(DESC, "v1.0.1", source="alice")
+    assert (v3.version, v3.source) == ("v1.0.3", "alice")
+    assert {s.path: s.body for s in v3.overrides.sections} == {INTRO: "a2", REFUNDS: "b"}
+
+
+def test_rollback_to_an_unknown_version(store: OverridesStore) -> None:
+    store.apply(DESC, [ov(INTRO, "a")], source="job-1")
+    with pytest.raises(NotFoundError) as err:
+        store.rollback(DESC, "v1.0.7")
+    assert err.value.field == "version"
+    with pytest.raises(ValidationError):
+        store.rollback(DESC, "1.0.0")
+    with pytest.raises(NotFoundError):
+        store.rollback(DESC, "v1.0.0", tag="other")
+    assert len(store.history("support", "bot")) == 1
+
+
+def test_rollback_refuses_a_set_that_is_now_stale(store: OverridesStore) -> None:
+    store.apply(DESC, [ov(TONE, "c")], source="job-1")
+    store.apply(DESC, [ov(INTRO, "a")], source="job-2")
+    newer = PROMPT.with_bodies({TONE: "A rewritten tone section."}).descriptor()
+    with pytest.raises(StaleOverrideError):
+        store.rollback(newer, "v1.0.0")
+    assert len(store.history("support", "bot")) == 2
+
+
+def test_deleting_a_tag_keeps_its_history(store: OverridesStore) -> None:
+    store.apply(DESC, [ov(INTRO, "a")], tag="opt-7-0", source="job-7")
+    assert store.delete("support", "bot", "opt-7-0") is True
+    assert store.resolve("support", "bot", "opt-7-0") is None
+    assert [v.version for v in store.history("support", "bot", "opt-7-0")] == ["v1.0.0"]
+    again = store.apply(DESC, [ov(TONE, "b")], tag="opt-7-0", source="job-7")
+    assert again.version == "v1.0.1"
+    assert [s.path for s in again.overrides.sections] == [TONE]
+
+
+# -- concurrency ------------------------------------------------------------------------------
+
+THREADS = 8
+
+
+def _race(work: Callable[[int], object]) -> list[object]:
+    """Run ``work(i)`` in THREADS threads released at once; re-raise the first failure."""
+    barrier = threading.Barrier(THREADS)
+    results: list[object] = [None] * THREADS
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait()
+            results[i] = work(i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def test_racing_applies_never_lose_a_version(store: OverridesStore) -> None:
+    versions = _race(lambda i: store.apply(DESC, [ov(INTRO, f"body {i}")], source=f"job-{i}").version)
+    assert sorted(versions, key=str) == sorted(f"v1.0.{i}" for i in range(THREADS))
+    history = store.history("support", "bot")
+    assert [v.version for v in history] == [f"v1.0.{i}" for i in range(THREADS)]
+    assert [v.previous for v in history] == [None] + [f"v1.0.{i}" for i in range(THREADS - 1)]
+    assert sorted(v.source for v in history) == sorted(f"job-{i}" for i in range(THREADS))
+    assert store.resolve("support", "bot", "stable") == history[-1].overrides
+
+
+def test_racing_merges_never_lose_a_write(store: OverridesStore) -> None:
+    _race(lambda i: store.store(DESC, [], tag="exp", model_params={f"p{i}": i}))
+    resolved = store.resolve("support", "bot", "exp")
+    assert resolved is not None
+    assert dict(resolved.model_params) == {f"p{i}": i for i in range(THREADS)}
+
+
+# -- rendering --------------------------------------------------------------------------------
+
+
+def test_render_skips_an_override_gone_stale(store: OverridesStore, caplog: pytest.LogCaptureFixture) -> None:
+    store.put_prompt(PROMPT)
+    store.store(DESC, [ov(TONE, "Be terse."), ov(REFUNDS, "Refunds: 30 days.")], tag="exp")
+    store.put_prompt(PROMPT.with_bodies({TONE: "Always be warm and polite."}))
+
+    prompt = store.get_prompt("support", "bot")
+    overrides = store.resolve("support", "bot", "exp")
+    with caplog.at_level(logging.WARNING):
+        rendered = prompt.render("Where is my refund?", params={"company": "Acme"}, overrides=overrides)
+    assert "Always be warm and polite." in rendered.system
+    assert "Be terse." not in rendered.system
+    assert "Refunds: 30 days." in rendered.system
+    assert "Acme" in rendered.system
+    assert rendered.user == "Customer: Where is my refund?"
+    assert "stale override for rules/tone" in caplog.text
+
+
+# -- open_store -------------------------------------------------------------------------------
+
+
+def test_open_store_picks_the_backend(tmp_path: Path, redis_url: str) -> None:
+    picks: list[tuple[Settings, type]] = [
+        (Settings(home=tmp_path, store="memory"), MemoryOverridesStore),
+        (Settings(home=tmp_path), FilesystemOverridesStore),
+        (Settings(home=tmp_path, store="sql"), SqlOverridesStore),
+        (Settings(home=tmp_path, redis_url=redis_url), RedisOverridesStore),
+    ]
+    for settings, cls in picks:
+        s = open_store(settings)
+        try:
+            assert type(s) is cls
+        finally:
+            s.close()
+    assert (tmp_path / "optiflow.db").exists()
+    with pytest.raises(ConfigError):
+        open_store(Settings(home=tmp_path, store="redis"))
+
+
+def test_stores_share_state_across_instances(tmp_path: Path) -> None:
+    """Two filesystem stores on one directory (two processes in real life) see one state."""
+    a, b = FilesystemOverridesStore(tmp_path), FilesystemOverridesStore(tmp_path)
+    a.apply(DESC, [ov(INTRO, "a")], source="one")
+    assert b.apply(DESC, [ov(TONE, "b")], source="two").version == "v1.0.1"
+    assert isinstance(a.resolve("support", "bot", "stable"), PromptOverrides)
+    assert len(a.history("support", "bot")) == 2
