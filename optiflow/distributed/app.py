@@ -37,6 +37,8 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
             raise ConfigError("set OPTIFLOW_REDIS_URL (or OPTIFLOW_RESULT_BACKEND)", field="OPTIFLOW_REDIS_URL")
     app = Celery("optiflow", broker=broker, backend=backend, set_as_current=False)
     transport: dict[str, Any] = {"visibility_timeout": VISIBILITY_TIMEOUT_S}
+    # Queues live under the key prefix too, so several deployments (or test runs) share a Redis.
+    broker_transport = {**transport, "global_keyprefix": f"{settings.key_prefix}:"}
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -55,7 +57,7 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
         # (the threads pool has no time limits).
         task_soft_time_limit=300,
         task_time_limit=600,
-        broker_transport_options=transport,
+        broker_transport_options=broker_transport,
         result_backend_transport_options=transport,
         result_expires=7 * 24 * 3600,
         result_chord_join_timeout=30,

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from optiflow.core.evaluation import EvalResult
+from optiflow.stores import keys
 
 if TYPE_CHECKING:
     import redis
@@ -52,25 +53,19 @@ class JobSignals(Protocol):
 
 
 # -- Redis ---------------------------------------------------------------------------------------
-def _k(prefix: str, *parts: str) -> str:
-    from optiflow.stores import keys
-
-    return keys.job_scratch(prefix, *parts)
-
-
 class RedisEvalCache:
     def __init__(self, client: redis.Redis, prefix: str, ttl_s: int = CACHE_TTL_S) -> None:
         self.client, self.prefix, self.ttl_s = client, prefix, ttl_s
 
     def get(self, scope: str, key: str) -> EvalResult | None:
-        raw = self.client.get(_k(self.prefix, "cache", scope, key))
+        raw = self.client.get(keys.eval_cache(self.prefix, scope, key))
         return None if raw is None else EvalResult.model_validate_json(raw)
 
     def put(self, scope: str, key: str, result: EvalResult) -> None:
-        self.client.set(_k(self.prefix, "cache", scope, key), result.compact().model_dump_json(), ex=self.ttl_s)
+        self.client.set(keys.eval_cache(self.prefix, scope, key), result.compact().model_dump_json(), ex=self.ttl_s)
 
     def clear(self, scope: str) -> None:
-        batch = list(self.client.scan_iter(match=_k(self.prefix, "cache", scope, "*"), count=1000))
+        batch = list(self.client.scan_iter(match=keys.eval_cache(self.prefix, scope, "*"), count=1000))
         for i in range(0, len(batch), 500):
             self.client.delete(*batch[i : i + 500])
 
@@ -81,21 +76,21 @@ class RedisJobSignals:
 
     def skip_reason(self, job_id: str, experiment_id: str) -> Skip:
         cancelled, regressed = self.client.mget(
-            _k(self.prefix, "cancel", job_id), _k(self.prefix, "regressed", job_id, experiment_id)
+            keys.cancelled(self.prefix, job_id), keys.regressed(self.prefix, job_id, experiment_id)
         )
         if cancelled is not None:
             return "cancelled"
         return "regressed" if regressed is not None else None
 
     def mark_regressed(self, job_id: str, experiment_id: str) -> None:
-        self.client.set(_k(self.prefix, "regressed", job_id, experiment_id), b"1", ex=SIGNAL_TTL_S)
+        self.client.set(keys.regressed(self.prefix, job_id, experiment_id), b"1", ex=SIGNAL_TTL_S)
 
     def cancel(self, job_id: str) -> None:
-        self.client.set(_k(self.prefix, "cancel", job_id), b"1", ex=SIGNAL_TTL_S)
+        self.client.set(keys.cancelled(self.prefix, job_id), b"1", ex=SIGNAL_TTL_S)
 
     def clear(self, job_id: str) -> None:
-        keys = list(self.client.scan_iter(match=_k(self.prefix, "regressed", job_id, "*"), count=1000))
-        self.client.delete(_k(self.prefix, "cancel", job_id), *keys)
+        flags = list(self.client.scan_iter(match=keys.regressed(self.prefix, job_id, "*"), count=1000))
+        self.client.delete(keys.cancelled(self.prefix, job_id), *flags)
 
 
 # -- in-process (embedded mode) ------------------------------------------------------------------

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from optiflow.core.actions import ProposalError, SectionEdit
 from optiflow.core.evaluation import EvalResult
-from optiflow.core.prompt import parse_path
+from optiflow.core.compress import CompressSpec
+from optiflow.core.prompt import SectionPath, parse_path
 from optiflow.distributed.cache import cache_key
 
 if TYPE_CHECKING:
@@ -67,28 +68,32 @@ def evaluate_one(
 
 
 def propose_one(rt: Runtime, job_id: str, path_text: str) -> dict[str, Any]:
-    from optiflow.llm.compress import build_strategy
-    from optiflow.llm.tokens import count_tokens
-
-    spec = rt.spec(job_id)
     path = parse_path(path_text)
-    base = spec.prompt.section(path)
-    current = spec.prompt.with_bodies({o.path: o.body for o in spec.baseline_overrides})
-    section = current.section(path)
     try:
-        body = build_strategy(spec.strategy).compress(current, section)
+        edit = propose_edit(rt.spec(job_id), path)
     except Exception as exc:  # a proposal failure skips the section; the job goes on
         log.warning("job %s: compressing %s failed: %s", job_id, path_text, exc)
         return {"proposal_error": ProposalError(path=path, error=str(exc)).model_dump(mode="json")}
+    return {"edit": edit.model_dump(mode="json")}
+
+
+def propose_edit(spec: CompressSpec, path: SectionPath) -> SectionEdit:
+    """Ask the job's strategy for a shorter body of one section (as the baseline renders it)."""
+    from optiflow.llm.compress import build_strategy
+    from optiflow.llm.tokens import count_tokens
+
+    base = spec.prompt.section(path)
+    current = spec.prompt.with_bodies({o.path: o.body for o in spec.baseline_overrides})
+    section = current.section(path)
+    body = build_strategy(spec.strategy).compress(current, section)
     model = spec.model.model
-    edit = SectionEdit(
+    return SectionEdit(
         path=path,
         original_hash=base.hash,
         proposed_body=body,
         original_tokens=count_tokens(section.body, model),
         proposed_tokens=count_tokens(body, model),
     )
-    return {"edit": edit.model_dump(mode="json")}
 
 
 def _out(result: EvalResult) -> dict[str, Any]:

@@ -33,3 +33,23 @@ def tags(prefix: str, ns: str, key: str) -> str:
 def versions(prefix: str, ns: str, key: str, tag: str) -> str:
     """List: the tag's versions as JSON, oldest first (append-only)."""
     return f"{_prompt_scope(prefix, ns, key)}:versions:{tag}"
+
+
+# -- jobs: eval cache and signals (optiflow.distributed.cache) -----------------------------------
+# The Celery broker's queues and bindings live under ``f"{prefix}:"`` too (kombu's
+# ``global_keyprefix``); Celery's result keys are ``celery-task-meta-<id>`` with unique ids.
+
+
+def eval_cache(prefix: str, scope: str, digest: str) -> str:
+    """String, with TTL: a compact EvalResult. ``scope`` is a job id (or ``global``)."""
+    return f"{prefix}:cache:{scope}:{digest}"
+
+
+def cancelled(prefix: str, job_id: str) -> str:
+    """String, with TTL: present once the job is cancelled; pending evaluations are skipped."""
+    return f"{prefix}:job:{job_id}:cancelled"
+
+
+def regressed(prefix: str, job_id: str, experiment_id: str) -> str:
+    """String, with TTL: present once a candidate regressed; fail-fast skips the rest."""
+    return f"{prefix}:job:{job_id}:regressed:{experiment_id}"

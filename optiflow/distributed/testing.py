@@ -1,0 +1,84 @@
+"""Start and stop real ``celery worker`` processes (for tests and benchmarks)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: workers/ lives here
+
+
+def worker_env(redis_url: str, prefix: str, home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPTIFLOW_")}
+    env.update(
+        OPTIFLOW_REDIS_URL=redis_url,
+        OPTIFLOW_KEY_PREFIX=prefix,
+        OPTIFLOW_HOME=str(home),
+        OPTIFLOW_DATABASE_URL=f"sqlite:///{home / 'optiflow.db'}",
+        PYTHONPATH=str(ROOT),
+        **extra,
+    )
+    return env
+
+
+class WorkerProcess:
+    def __init__(self, env: Mapping[str, str], queue: str, *, pool: str, concurrency: int, log: Path) -> None:
+        self.name = f"{queue.split('.')[-1]}-{uuid.uuid4().hex[:6]}@%h"
+        self.log_path = log
+        self.log = log.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", queue, "-P", pool,
+             "-c", str(concurrency), "-n", self.name, "--loglevel=INFO", "--without-gossip", "--without-mingle"],
+            env=dict(env), cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited early:\n{self.log_path.read_text()[-3000:]}")
+            if "ready." in self.log_path.read_text():
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"worker not ready after {timeout}s:\n{self.log_path.read_text()[-3000:]}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+
+
+@contextmanager
+def running_workers(
+    env: Mapping[str, str], logdir: Path, *, eval_workers: int = 1, eval_concurrency: int = 8
+) -> Iterator[list[WorkerProcess]]:
+    procs = [
+        WorkerProcess(env, "optiflow.control", pool="prefork", concurrency=1, log=logdir / "control.log"),
+        *(
+            WorkerProcess(env, "optiflow.eval", pool="threads", concurrency=eval_concurrency, log=logdir / f"eval{i}.log")
+            for i in range(eval_workers)
+        ),
+    ]
+    try:
+        for p in procs:
+            p.wait_ready()
+        yield procs
+    finally:
+        for p in procs:
+            p.stop()

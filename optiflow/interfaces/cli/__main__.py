@@ -1,0 +1,3 @@
+from optiflow.interfaces.cli import run
+
+run()

@@ -1,0 +1,151 @@
+"""Job commands: submit, status, report, apply, cancel, jobs, worker, demo."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from optiflow.errors import ValidationError
+from optiflow.interfaces.cli._common import echo, settings
+
+if TYPE_CHECKING:
+    from optiflow.core.result import OptimizeResult
+    from optiflow.interfaces.client import Client
+
+EXAMPLE_JOB = Path(__file__).resolve().parents[3] / "examples" / "support-bot" / "job.yaml"
+
+
+def _client() -> Client:
+    from optiflow.interfaces.client import Client
+
+    return Client(settings())
+
+
+def _finish(client: Client, result: OptimizeResult, *, apply: bool, as_json: bool, elapsed: float | None) -> None:
+    from optiflow.interfaces.console import format_result
+
+    echo(result.model_dump_json(indent=2) if as_json else format_result(result, elapsed_s=elapsed))
+    if apply and result.ok:
+        version = client.apply(result)
+        echo(f"applied as {version.tag} {version.version}" if version else "nothing to apply")
+    if not result.ok:
+        sys.exit(1)
+
+
+@click.command()
+@click.argument("job_file", type=click.Path(path_type=Path))
+@click.option("--wait", "wait_", is_flag=True, help="wait for the result and print it")
+@click.option("--apply", "apply_", is_flag=True, help="with --wait: apply accepted changes to stable")
+@click.option("--timeout", type=float, default=None, help="seconds to wait at most")
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+def submit(job_file: Path, wait_: bool, apply_: bool, timeout: float | None, as_json: bool) -> None:
+    """Submit JOB_FILE (YAML). Prints the job id; --wait prints the report."""
+    if apply_ and not wait_:
+        raise ValidationError("--apply needs --wait", field="--apply")
+    with _client() as client:
+        if client.runtime.embedded:
+            wait_ = True  # the embedded worker lives in this process: stay until the job is done
+        started = time.monotonic()
+        job = client.submit_file(job_file)
+        echo(f"submitted {job.id}")
+        if wait_:
+            result = job.wait(timeout)
+            _finish(client, result, apply=apply_, as_json=as_json, elapsed=time.monotonic() - started)
+
+
+@click.command()
+@click.argument("job_id")
+def status(job_id: str) -> None:
+    """Print a job's status."""
+    with _client() as client:
+        rec = client.job(job_id).record()
+        echo(f"{rec.id} {rec.kind} {rec.name}: {rec.status} (step {rec.step_index})")
+        if rec.error:
+            echo(f"  error: {rec.error}")
+
+
+@click.command()
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True)
+def report(job_id: str, as_json: bool) -> None:
+    """Print a finished job's report."""
+    with _client() as client:
+        result = client.job(job_id).result()
+        if result is None:
+            raise ValidationError(f"job {job_id} has not finished ({client.job(job_id).status()})", field="job")
+        _finish(client, result, apply=False, as_json=as_json, elapsed=None)
+
+
+@click.command()
+@click.argument("job_id")
+@click.option("--tag", default="stable", show_default=True)
+def apply(job_id: str, tag: str) -> None:
+    """Write a finished job's accepted modifications to TAG as a new version."""
+    with _client() as client:
+        version = client.apply(job_id, tag=tag)
+        echo(f"{version.ns}/{version.key} {version.tag} {version.version}" if version else "nothing to apply")
+
+
+@click.command()
+@click.argument("job_id")
+def cancel(job_id: str) -> None:
+    """Cancel a job: pending evaluations are skipped, temporary tags removed."""
+    with _client() as client:
+        client.job(job_id).cancel()
+        echo(f"cancel requested for {job_id}")
+
+
+@click.command(name="jobs")
+@click.option("--status", "status_", default=None)
+def jobs_command(status_: str | None) -> None:
+    """List recent jobs."""
+    with _client() as client:
+        for rec in client.runtime.jobs.list(status_):
+            echo(f"{rec.id}  {rec.status:<9} {rec.kind:<8} {rec.name}  {rec.created_at:%Y-%m-%d %H:%M:%S}")
+
+
+@click.command()
+@click.option("--role", type=click.Choice(["eval", "control", "all"]), default="all", show_default=True)
+@click.option("--concurrency", "-c", type=int, default=None, help="eval: threads (default 32); control: 2")
+@click.option("--loglevel", default="INFO", show_default=True)
+def worker(role: str, concurrency: int | None, loglevel: str) -> None:
+    """Run a Celery worker for a role (needs OPTIFLOW_REDIS_URL)."""
+    from optiflow.distributed.app import QUEUE_CONTROL, QUEUE_EVAL, create_app
+
+    s = settings()
+    if not s.distributed:
+        raise ValidationError("set OPTIFLOW_REDIS_URL to run a worker process", field="OPTIFLOW_REDIS_URL")
+    app = create_app(s, embedded=False)
+    queues = {"eval": QUEUE_EVAL, "control": QUEUE_CONTROL, "all": f"{QUEUE_CONTROL},{QUEUE_EVAL}"}[role]
+    argv = ["worker", "-Q", queues, f"--loglevel={loglevel}", "-n", f"{role}@%h"]
+    if role == "control":
+        argv += ["-P", "prefork", "-c", str(concurrency or 2)]
+    else:
+        argv += ["-P", "threads", "-c", str(concurrency or 32)]
+    app.worker_main(argv)
+
+
+@click.command()
+@click.option("--job", "job_file", type=click.Path(path_type=Path), default=EXAMPLE_JOB, show_default=False)
+@click.option("--json", "as_json", is_flag=True)
+def demo(job_file: Path, as_json: bool) -> None:
+    """Run the shipped example's compress job end to end and print the report."""
+    if not job_file.exists():
+        raise ValidationError("example job not found; run from an optiflow checkout or pass --job", field=str(job_file))
+    with _client() as client:
+        mode = "embedded worker" if client.runtime.embedded else f"workers via {client.settings.redis_url}"
+        echo(f"optiflow demo: {job_file} ({mode})")
+        started = time.monotonic()
+        job = client.submit_file(job_file)
+        echo(f"submitted {job.id}")
+        result = job.wait(timeout=client.settings.job_timeout_s)
+        _finish(client, result, apply=False, as_json=as_json, elapsed=time.monotonic() - started)
+        if result.ok and not as_json:
+            echo(f"\napply it with: optiflow apply {job.id}")
+
+
+COMMANDS = [submit, status, report, apply, cancel, jobs_command, worker, demo]

@@ -1,0 +1,195 @@
+"""The Python API.
+
+    from optiflow import Client
+
+    with Client.from_env() as client:
+        job = client.submit_file("examples/support-bot/job.yaml")
+        result = job.wait(timeout=600)
+        client.apply(result)
+
+With no ``OPTIFLOW_*`` URL set the client runs an embedded Celery worker in this process (memory
+broker, in-process results, SQLite, filesystem store). With ``OPTIFLOW_REDIS_URL`` set it only
+enqueues; ``optiflow worker`` processes do the work.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from optiflow.core.compress import CompressSpec
+from optiflow.core.overrides import STABLE, SectionOverride, Version, check_tag
+from optiflow.core.result import OptimizeResult
+from optiflow.errors import JobError
+from optiflow.persistence.jobs import JobRecord, JobStatus
+from optiflow.settings import Settings
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from optiflow.distributed.embedded import EmbeddedWorker
+    from optiflow.distributed.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+class JobHandle:
+    """A submitted job: its id, its status, its result (the reply stored under ``id``)."""
+
+    def __init__(self, client: Client, job_id: str) -> None:
+        self.client = client
+        self.id = job_id
+
+    def __repr__(self) -> str:
+        return f"JobHandle({self.id!r})"
+
+    def record(self) -> JobRecord:
+        return self.client.runtime.jobs.get(self.id)
+
+    def status(self) -> JobStatus:
+        return self.record().status
+
+    def wait(self, timeout: float | None = None, *, poll: float = 0.05) -> OptimizeResult:
+        """Block until the job replies; JobError when ``timeout`` seconds pass first."""
+        from celery.exceptions import TimeoutError as CeleryTimeout
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self.client.runtime.embedded:
+            while True:  # the reply lands in this process; poll the backend cheaply
+                meta = self.client.app.backend.get_task_meta(self.id)
+                if meta.get("status") == "SUCCESS":
+                    return OptimizeResult.model_validate(meta["result"])
+                if deadline is not None and time.monotonic() > deadline:
+                    raise JobError(f"job {self.id} did not finish within {timeout}s", field="timeout")
+                time.sleep(poll)
+        try:
+            payload = self.client.app.AsyncResult(self.id).get(timeout=timeout, propagate=True)
+        except CeleryTimeout:
+            raise JobError(f"job {self.id} did not finish within {timeout}s", field="timeout") from None
+        return OptimizeResult.model_validate(payload)
+
+    def result(self) -> OptimizeResult | None:
+        """The result if the job has finished (read from the database), else None."""
+        rec = self.record()
+        return OptimizeResult.model_validate(rec.result) if rec.result else None
+
+    def cancel(self) -> None:
+        from optiflow.distributed import driver
+
+        driver.cancel(self.client.app, self.client.runtime, self.id)
+
+
+class Client:
+    def __init__(self, settings: Settings | None = None, *, embedded: bool | None = None) -> None:
+        from optiflow.distributed.app import create_app, runtime_of
+
+        self.settings = settings or Settings()
+        self.app: Celery = create_app(self.settings, embedded=embedded)
+        self.runtime: Runtime = runtime_of(self.app)
+        self._worker: EmbeddedWorker | None = None
+
+    @classmethod
+    def from_env(cls) -> Client:
+        return cls(Settings())
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object | TracebackType) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+
+    # -- submission ---------------------------------------------------------------------------
+    def submit(self, spec: CompressSpec) -> JobHandle:
+        """Validate, snapshot the baseline tag's overrides into the spec, persist, enqueue."""
+        check_tag(spec.baseline_tag)
+        spec = self._with_baseline_snapshot(spec)
+        job_id = uuid.uuid4().hex
+        self.runtime.jobs.create(job_id, spec.kind, spec.name, spec.model_dump(mode="json"))
+        self._ensure_worker()
+        self.app.tasks["optiflow.start"].apply_async(args=[job_id], task_id=f"{job_id}-start")
+        return JobHandle(self, job_id)
+
+    def submit_compress(self, **fields: Any) -> JobHandle:
+        """Submit a compress job from keyword fields of :class:`CompressSpec`."""
+        from optiflow.files import parse_model
+
+        fields.setdefault("strategy", {"type": "llm", "model": fields.get("model")})
+        return self.submit(parse_model(CompressSpec, fields, "compress job"))
+
+    def submit_file(self, path: str | Path, **overrides: Any) -> JobHandle:
+        from optiflow.jobfile import load_job
+
+        return self.submit(load_job(path, store=self.runtime.store, overrides=overrides))
+
+    def job(self, job_id: str) -> JobHandle:
+        self.runtime.jobs.get(job_id)  # NotFoundError for an unknown id
+        return JobHandle(self, job_id)
+
+    # -- applying -----------------------------------------------------------------------------
+    def apply(self, result: OptimizeResult | str, *, tag: str = STABLE, description: str | None = None) -> Version | None:
+        """Write a finished job's accepted modifications to ``tag`` as a new version.
+
+        None when the job accepted nothing."""
+        if isinstance(result, str):
+            loaded = self.job(result).result()
+            if loaded is None:
+                raise JobError(f"job {result} has not finished", field="job")
+            result = loaded
+        result.raise_for_error()
+        assert result.report is not None
+        if not result.report.modifications:
+            return None
+        spec = CompressSpec.model_validate(self.runtime.jobs.get(result.job_id).spec)
+        sections = [
+            SectionOverride(path=m.section_path, expected_hash=m.original_hash, body=m.proposed_body)
+            for m in result.report.modifications
+        ]
+        store = self.runtime.store
+        store.put_prompt(spec.prompt)
+        return store.apply(
+            spec.prompt.descriptor(),
+            sections,
+            tag=check_tag(tag),
+            source=f"job:{result.job_id}",
+            description=description
+            or f"{len(sections)} modification(s), -{result.report.total_token_reduction} tokens",
+        )
+
+    # -- internals ----------------------------------------------------------------------------
+    def _ensure_worker(self) -> None:
+        if self.runtime.embedded and self._worker is None:
+            from optiflow.distributed.app import QUEUES
+            from optiflow.distributed.embedded import EmbeddedWorker
+
+            self._worker = EmbeddedWorker(
+                self.app, concurrency=self.settings.eval_concurrency, queues=list(QUEUES)
+            ).start()
+
+    def _with_baseline_snapshot(self, spec: CompressSpec) -> CompressSpec:
+        if spec.baseline_overrides:
+            return spec
+        current = self.runtime.store.resolve(spec.prompt.ns, spec.prompt.key, spec.baseline_tag)
+        if current is None:
+            return spec
+        fresh = []
+        hashes = {s.path: (s.hash, s.frozen) for s in spec.prompt.sections}
+        for ov in current.sections:
+            h = hashes.get(ov.path)
+            if h is None or h[0] != ov.expected_hash or h[1]:
+                log.warning("baseline tag %s: override of %s is stale and ignored", spec.baseline_tag, ov.path)
+                continue
+            fresh.append(ov)
+        params: Mapping[str, Any] = current.model_params
+        return spec.model_copy(update={"baseline_overrides": tuple(fresh), "baseline_model_params": dict(params)})
+
+

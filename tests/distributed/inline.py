@@ -1,0 +1,37 @@
+"""The pure compress workflow driven in this process with real model answers (no Celery):
+the reference a distributed run must reproduce."""
+
+from __future__ import annotations
+
+from optiflow.core.actions import Finish, Step, StepResults
+from optiflow.core.compress import CompressSpec, CompressWorkflow, OptimizationReport
+from optiflow.core.overrides import PromptOverrides
+from optiflow.distributed.work import propose_edit
+from optiflow.evaluator import evaluate
+from optiflow.llm.tokens import count_tokens
+
+
+def run_inline(spec: CompressSpec, job_id: str = "inline") -> OptimizationReport:
+    assert not spec.fail_fast, "the inline reference evaluates everything"
+    wf = CompressWorkflow(spec, job_id)
+    state, action = wf.start(lambda text: count_tokens(text, spec.model.model))
+    samples = {s.id: s for s in spec.dataset.samples}
+    while isinstance(action, Step):
+        evals = []
+        for target in action.targets:
+            overrides = PromptOverrides(
+                ns=spec.prompt.ns, key=spec.prompt.key, tag=target.experiment.overrides_tag,
+                sections=target.overrides, model_params=target.model_params,
+            )
+            for run in range(target.runs):
+                for sid in target.sample_ids:
+                    evals.append(
+                        evaluate(prompt=spec.prompt, overrides=overrides, sample=samples[sid], check=spec.check,
+                                 model=spec.model.with_params(target.model_params), run=run,
+                                 experiment_id=target.experiment.id).compact()
+                    )
+        edits = tuple(propose_edit(spec, p) for p in action.propose)
+        state, action = wf.advance(state, StepResults(evals=tuple(evals), edits=edits))
+    assert isinstance(action, Finish), action
+    assert isinstance(action.report, OptimizationReport)
+    return action.report

@@ -1,0 +1,100 @@
+"""The compress job end to end on real Celery worker processes and the real Redis."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from optiflow.core.compress import OptimizationReport
+from optiflow.distributed.testing import ROOT, running_workers, worker_env
+from optiflow.interfaces.client import Client
+from optiflow.jobfile import load_job
+from optiflow.settings import Settings
+
+from .inline import run_inline
+
+pytestmark = [pytest.mark.redis, pytest.mark.workers]
+EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
+
+
+def decisions(report: OptimizationReport) -> tuple[object, ...]:
+    return (
+        report.baseline_pass_rate,
+        tuple((m.section_path, m.token_reduction, m.candidate_pass_rate) for m in report.modifications),
+        tuple((r.section_path, r.stage, r.token_reduction) for r in report.rejected),
+    )
+
+
+@pytest.fixture
+def env(redis_url: str, redis_prefix: str, tmp_path: Path) -> dict[str, str]:
+    return worker_env(redis_url, redis_prefix, tmp_path)
+
+
+def client_for(env: dict[str, str]) -> Client:
+    settings = Settings(
+        redis_url=env["OPTIFLOW_REDIS_URL"], key_prefix=env["OPTIFLOW_KEY_PREFIX"],
+        home=Path(env["OPTIFLOW_HOME"]), database_url=env["OPTIFLOW_DATABASE_URL"],
+    )
+    return Client(settings, embedded=False)
+
+
+def test_example_job_on_workers_equals_pure_workflow_then_apply(env: dict[str, str], tmp_path: Path) -> None:
+    spec = load_job(EXAMPLE, overrides={"fail_fast": False})
+    expected = run_inline(spec)
+    with running_workers(env, tmp_path, eval_workers=1), client_for(env) as client:
+        job = client.submit(spec)
+        result = job.wait(timeout=180).raise_for_error()
+        assert job.status() == "completed"
+        assert result.report is not None
+        got = result.report
+        assert got.modifications == expected.modifications
+        assert got.rejected == expected.rejected
+        assert got.baseline_pass_rate == expected.baseline_pass_rate
+        # the branches the example is built to exercise
+        assert got.modifications and got.rejected
+        assert any(r.stage == "greedy" for r in got.rejected)
+        # no temporary tag left behind
+        store = client.runtime.store
+        assert [t for t in store.list_tags(spec.prompt.ns, spec.prompt.key) if t.startswith("opt-")] == []
+
+        before = client.runtime.store.history(spec.prompt.ns, spec.prompt.key)
+        out = subprocess.run(
+            [sys.executable, "-m", "optiflow.interfaces.cli", "apply", job.id],
+            env=env, cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        history = store.history(spec.prompt.ns, spec.prompt.key)
+        assert len(history) == len(before) + 1
+        stable = store.resolve(spec.prompt.ns, spec.prompt.key, "stable")
+        assert stable is not None
+        rendered = spec.prompt.render(spec.dataset.samples[0].input, overrides=stable).system
+        assert rendered != spec.prompt.render(spec.dataset.samples[0].input).system
+        for m in got.modifications:
+            assert m.proposed_body in rendered
+
+
+def test_fail_fast_keeps_decisions_and_saves_calls(env: dict[str, str], tmp_path: Path) -> None:
+    slow_spec = load_job(EXAMPLE, overrides={"fail_fast": False})
+    fast_spec = load_job(EXAMPLE)
+    with running_workers(env, tmp_path, eval_workers=1), client_for(env) as client:
+        slow = client.submit(slow_spec).wait(timeout=180).raise_for_error().report
+        fast = client.submit(fast_spec).wait(timeout=180).raise_for_error().report
+    assert slow is not None and fast is not None
+    assert decisions(fast) == decisions(slow)
+    assert fast.stats.model_calls < slow.stats.model_calls
+    assert fast.stats.fail_fast_skipped > 0
+
+
+def test_permanent_model_failure_fails_job_with_provider_message(env: dict[str, str], tmp_path: Path) -> None:
+    spec = load_job(EXAMPLE, overrides={"model": {"model": "no-such-provider/model-x", "retries": 0}})
+    with running_workers(env, tmp_path, eval_workers=1), client_for(env) as client:
+        job = client.submit(spec)
+        result = job.wait(timeout=120)
+        assert result.status == "failed"
+        assert result.error and "no-such-provider" in result.error
+        assert job.status() == "failed"
+        tags = client.runtime.store.list_tags(spec.prompt.ns, spec.prompt.key)
+        assert [t for t in tags if t.startswith("opt-")] == []
