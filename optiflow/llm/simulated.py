@@ -1,0 +1,453 @@
+"""The simulated model: a deterministic litellm custom provider, model ``optiflow/sim``.
+
+It makes every demo and test run offline and reproducible while behaving like a model that
+follows the instructions present in its system prompt. Importing this module does not import
+litellm; :func:`make_handler` builds the ``litellm.CustomLLM`` adapter and
+:mod:`optiflow.llm.runtime` registers it (provider ``optiflow``) on first use.
+
+Protocol
+--------
+**Rules.** An instruction is one sentence of the system prompt matching :data:`RULE_RE`::
+
+    When a customer asks about <topic>, <anything without a sentence end> reply with code <LABEL>.
+
+(case-insensitive lead-in: ``When a|an|the customer|user|client|caller asks|writes|enquires|
+inquires about|regarding``; the topic runs to the first comma; then ``reply|respond|answer with
+[the] code|label`` and a LABEL of capitals/digits joined by ``-`` or ``_``, e.g. ``RFD-201``.)
+Every other sentence is filler. The topic's keywords are its lowercase words minus stop words,
+with a trailing ``s`` dropped from words longer than three letters.
+
+**Answers.** The last user message is matched against the rules: a rule applies when all its
+topic keywords occur among the message's words; the rule with most keywords wins, ties go to the
+one earliest in the prompt. A hit answers with the rule's LABEL; a miss answers a polite generic
+text that contains no label. So removing a needed instruction fails exactly the samples whose
+question names its topic; removing filler changes nothing; a rule stated twice (in two sections)
+keeps working while either copy is present. ``sim_style``: ``sentence`` (default, the label in a
+sentence), ``label`` (the bare label) or ``json`` (``{"code": LABEL, "answer": ...}``).
+
+**Compression requests** are recognized by :data:`optiflow.llm.compress.COMPRESS_MARKER` in the
+system message; the last user message is the section body. The reply keeps, in order and one per
+line, the sentences (split after ``.!?``, at blank lines and before bullet items; wrapped lines
+are joined) that are rules or contain a ``${param}`` placeholder, and drops every other sentence
+(filler); if nothing would remain it keeps the first sentence. Additionally, with
+``h = sha256(body).hexdigest()``: when the body has ``n >= 1`` rule sentences without a
+placeholder and ``int(h[:8], 16) % 100 < sim_compress_drop_pct`` (default 25), it also drops the
+rule sentence number ``int(h[8:16], 16) % n`` of those (counted in order), which is how a
+compression gets rejected. :func:`compress_section` and :func:`compress_plan` compute it.
+
+**Judge requests** are recognized by :data:`optiflow.llm.judge.JUDGE_MARKER` in the system
+message; the user message carries ``<expected>...</expected>`` and ``<output>...</output>``. The
+reply is ``{"score": 1.0, ...}`` when the whitespace- and case-normalized expected text occurs in
+the output, else ``{"score": 0.0, ...}``.
+
+**Options** arrive through ``ModelConfig.params`` (litellm hands unknown params to a custom
+provider in ``optional_params``):
+
+- ``sim_latency_ms`` (0): ``time.sleep`` per call; when streaming, ``sim_ttft_ms`` (default half
+  the latency) passes before the first chunk.
+- ``sim_noise`` (0.0): probability that a right answer is replaced by the generic one, seeded by
+  ``(sim_seed, sample_id, run)`` from the call's ``metadata`` (falls back to the user text): the
+  same sample and run flip the same way in every experiment (common random numbers).
+- ``sim_error_rate`` (0.0): probability that an attempt fails with an injected provider error,
+  seeded by ``(sim_seed, sample_id, run, attempt)``; ``sim_fail_attempts`` (0): the first N
+  attempts of every call fail. ``sim_error``: ``mixed`` (default: 429 or timeout, by the same
+  hash), ``rate_limit`` (429), ``timeout`` (408), ``server`` (503), ``auth`` (401, permanent),
+  ``bad_request`` (400, permanent).
+- ``sim_seed`` (0).
+
+**Usage and cost.** Prompt tokens are counted with :mod:`optiflow.llm.tokens` (cl100k_base) plus
+3 per message and 3 for the reply priming; completion tokens are the reply's. The price
+(:data:`PRICE_INPUT_PER_TOKEN`, :data:`PRICE_OUTPUT_PER_TOKEN`) is registered with litellm, so
+``litellm.completion_cost`` prices these calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from optiflow.llm.compress import COMPRESS_MARKER
+from optiflow.llm.judge import JUDGE_MARKER
+from optiflow.llm.tokens import count_tokens
+
+SIM_MODEL = "optiflow/sim"
+PRICE_INPUT_PER_TOKEN = 0.5e-6  # $0.50 per million prompt tokens
+PRICE_OUTPUT_PER_TOKEN = 1.5e-6  # $1.50 per million completion tokens
+
+RULE_RE = re.compile(
+    r"(?i:\bwhen\s+(?:a|an|the)\s+(?:customer|user|client|caller)\s+"
+    r"(?:asks|writes|enquires|inquires)\s+(?:us\s+)?(?:about|regarding)\s+)"
+    r"(?P<topic>[^,.;:!?]+?)\s*,"
+    r"[^.!?]*?"
+    r"(?i:\b(?:reply|respond|answer)\s+with\s+(?:the\s+)?(?:code|label)\s+)"
+    r"(?P<label>[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)*)\b"
+)
+GENERIC_ANSWER = (
+    "Thank you for reaching out. I am not able to resolve this directly, so I have passed your "
+    "message to a specialist who will reply by email within one business day."
+)
+_STOPWORDS = frozenset(
+    {
+        *("a", "an", "the", "my", "your", "our", "their", "his", "her", "its", "any", "some", "new"),
+        *("of", "for", "to", "about", "with", "on", "in", "at", "by", "from", "or", "and"),
+        *("is", "are", "be", "that", "this", "these", "those"),
+    }
+)
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=[ \t]*(?:[-*\u2022]|\d+[.)])\s)")
+_WORD = re.compile(r"[a-z0-9]+")
+_EXPECTED = re.compile(r"<expected>(.*?)</expected>", re.S)
+_OUTPUT = re.compile(r"<output>(.*)</output>", re.S)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    topic: str
+    keywords: frozenset[str]
+    label: str
+    sentence: str
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class SimReply:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class SimulatedError(Exception):
+    """An injected provider error; the litellm adapter raises the matching litellm exception."""
+
+    def __init__(self, kind: str, status_code: int, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status_code = status_code
+        self.message = message
+
+
+_ERRORS: dict[str, tuple[int, str]] = {
+    "rate_limit": (429, "simulated rate limit: too many requests, retry later"),
+    "timeout": (408, "simulated timeout: the model did not answer in time"),
+    "server": (503, "simulated outage: service temporarily unavailable"),
+    "auth": (401, "simulated authentication failure: invalid API key"),
+    "bad_request": (400, "simulated bad request: the request was rejected"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    latency_ms: float = 0.0
+    ttft_ms: float | None = None
+    noise: float = 0.0
+    error_rate: float = 0.0
+    fail_attempts: int = 0
+    error: str = "mixed"
+    seed: int = 0
+    compress_drop_pct: float = 25.0
+    style: str = "sentence"
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any] | None) -> SimOptions:
+        if not params:
+            return _DEFAULT_OPTIONS
+        ttft = params.get("sim_ttft_ms")
+        error = str(params.get("sim_error", "mixed"))
+        if error != "mixed" and error not in _ERRORS:
+            raise SimulatedError("bad_request", 400, f"unknown sim_error {error!r}")
+        return cls(
+            latency_ms=float(params.get("sim_latency_ms", 0.0) or 0.0),
+            ttft_ms=None if ttft is None else float(ttft),
+            noise=float(params.get("sim_noise", 0.0) or 0.0),
+            error_rate=float(params.get("sim_error_rate", 0.0) or 0.0),
+            fail_attempts=int(params.get("sim_fail_attempts", 0) or 0),
+            error=error,
+            seed=int(params.get("sim_seed", 0) or 0),
+            compress_drop_pct=float(params.get("sim_compress_drop_pct", 25.0)),
+            style=str(params.get("sim_style", "sentence")),
+        )
+
+
+_DEFAULT_OPTIONS = SimOptions()
+
+
+def _unit(*parts: object) -> float:
+    """A deterministic number in [0, 1) from the parts."""
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
+def _keywords(text: str) -> frozenset[str]:
+    return frozenset(_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOPWORDS)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences (split after ``.!?``, at blank lines and before bullets), whitespace collapsed."""
+    return [" ".join(s.split()) for s in _SENTENCE_SPLIT.split(text) if s and s.strip()]
+
+
+@lru_cache(maxsize=512)
+def parse_rules(system: str) -> tuple[Rule, ...]:
+    """Every rule in a system prompt, in order."""
+    rules: list[Rule] = []
+    for m in RULE_RE.finditer(system):
+        topic = " ".join(m.group("topic").split())
+        keywords = _keywords(topic)
+        if keywords:
+            rules.append(Rule(topic, keywords, m.group("label"), m.group(0), len(rules)))
+    return tuple(rules)
+
+
+def match_rule(rules: Sequence[Rule], question: str) -> Rule | None:
+    """The rule a question depends on: all topic keywords present, most keywords, earliest."""
+    if not rules:
+        return None
+    words = _keywords(question)
+    best: Rule | None = None
+    for rule in rules:
+        if rule.keywords <= words and (best is None or len(rule.keywords) > len(best.keywords)):
+            best = rule
+    return best
+
+
+@dataclass(frozen=True, slots=True)
+class CompressPlan:
+    kept: tuple[str, ...]
+    dropped_filler: tuple[str, ...]
+    dropped_rule: str | None
+
+
+def compress_plan(body: str, drop_pct: float = 25.0) -> CompressPlan:
+    """What the simulated compressor does to a section body (see the module docstring)."""
+    sentences = split_sentences(body)
+    kept: list[str] = []
+    filler: list[str] = []
+    for s in sentences:
+        (kept if RULE_RE.search(s) or "${" in s else filler).append(s)
+    if not kept and sentences:
+        kept.append(sentences[0])
+        filler.remove(sentences[0])
+    droppable = [s for s in kept if RULE_RE.search(s) and "${" not in s]
+    dropped: str | None = None
+    h = hashlib.sha256(body.encode("utf-8")).hexdigest()
+    if droppable and int(h[:8], 16) % 100 < drop_pct:
+        dropped = droppable[int(h[8:16], 16) % len(droppable)]
+        kept.remove(dropped)
+    return CompressPlan(kept=tuple(kept), dropped_filler=tuple(filler), dropped_rule=dropped)
+
+
+def compress_section(body: str, drop_pct: float = 25.0) -> str:
+    return "\n".join(compress_plan(body, drop_pct).kept)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def judge_reply(user: str) -> str:
+    expected = _EXPECTED.search(user)
+    output = _OUTPUT.search(user)
+    if expected is None or output is None:
+        return json.dumps({"score": 0.0, "reason": "no <expected> or <output> to compare"})
+    want = _norm(expected.group(1))
+    ok = bool(want) and want in _norm(output.group(1))
+    reason = "the output contains the expected answer" if ok else "the expected answer is missing"
+    return json.dumps({"score": 1.0 if ok else 0.0, "reason": reason})
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    return ""
+
+
+class SimulatedModel:
+    """The provider-independent simulator; :func:`make_handler` wraps it for litellm."""
+
+    def reply(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        params: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        sleep: bool = True,
+    ) -> SimReply:
+        opts = SimOptions.from_params(params)
+        system = "\n\n".join(_content(m) for m in messages if m.get("role") == "system")
+        user = next((_content(m) for m in reversed(messages) if m.get("role") == "user"), "")
+        meta = metadata or {}
+        sample = meta.get("sample_id")
+        run = meta.get("run", 0)
+        subject = sample if sample is not None else hashlib.blake2b(user.encode(), digest_size=8).hexdigest()
+        self._maybe_fail(opts, subject, run, int(meta.get("attempt", 0) or 0))
+
+        if COMPRESS_MARKER in system:
+            text = compress_section(user, opts.compress_drop_pct)
+        elif JUDGE_MARKER in system:
+            text = judge_reply(user)
+        else:
+            text = self._answer(system, user, opts, subject, run)
+
+        prompt_tokens = sum(count_tokens(_content(m)) + 3 for m in messages) + 3
+        reply = SimReply(text=text, prompt_tokens=prompt_tokens, completion_tokens=count_tokens(text))
+        if sleep and opts.latency_ms > 0:
+            time.sleep(opts.latency_ms / 1000.0)
+        return reply
+
+    @staticmethod
+    def _maybe_fail(opts: SimOptions, subject: object, run: object, attempt: int) -> None:
+        if attempt < opts.fail_attempts:
+            failed = True
+        elif opts.error_rate > 0:
+            failed = _unit(opts.seed, "error", subject, run, attempt) < opts.error_rate
+        else:
+            return
+        if not failed:
+            return
+        kind = opts.error
+        if kind == "mixed":
+            kind = "rate_limit" if _unit(opts.seed, "kind", subject, run, attempt) < 0.5 else "timeout"
+        status, message = _ERRORS[kind]
+        raise SimulatedError(kind, status, message)
+
+    @staticmethod
+    def _answer(system: str, user: str, opts: SimOptions, subject: object, run: object) -> str:
+        rule = match_rule(parse_rules(system), user)
+        if rule is not None and opts.noise > 0 and _unit(opts.seed, "noise", subject, run) < opts.noise:
+            rule = None
+        if opts.style == "label":
+            return rule.label if rule is not None else "UNKNOWN"
+        if opts.style == "json":
+            return json.dumps(
+                {"code": rule.label if rule else None, "answer": _sentence(rule)}, separators=(",", ":")
+            )
+        return _sentence(rule)
+
+
+def _sentence(rule: Rule | None) -> str:
+    if rule is None:
+        return GENERIC_ANSWER
+    return (
+        f"Thanks for getting in touch about {rule.topic}. Following our support policy for this case, "
+        f"your reference code is {rule.label}. Let me know if there is anything else I can do."
+    )
+
+
+def _chunks(text: str, parts: int = 4) -> list[str]:
+    size = max(1, -(-len(text) // parts))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def make_handler(litellm: Any) -> Any:
+    """A ``litellm.CustomLLM`` instance serving :class:`SimulatedModel` (sync, streaming, async)."""
+    usage_cls: Any = importlib_attr("litellm.types.utils", "Usage")
+    sim = SimulatedModel()
+
+    def raise_litellm(err: SimulatedError) -> None:
+        kw = {"message": err.message, "llm_provider": "optiflow", "model": "sim"}
+        exc_type = {
+            "rate_limit": litellm.RateLimitError,
+            "timeout": litellm.Timeout,
+            "server": litellm.ServiceUnavailableError,
+            "auth": litellm.AuthenticationError,
+            "bad_request": litellm.BadRequestError,
+        }[err.kind]
+        raise exc_type(**kw) from None
+
+    def run(kwargs: Mapping[str, Any], *, sleep: bool) -> SimReply:
+        litellm_params = kwargs.get("litellm_params") or {}
+        try:
+            return sim.reply(
+                kwargs.get("messages") or [],
+                kwargs.get("optional_params") or {},
+                litellm_params.get("metadata") or {},
+                sleep=sleep,
+            )
+        except SimulatedError as err:
+            raise_litellm(err)
+            raise  # unreachable
+
+    class SimulatedLLM(litellm.CustomLLM):  # type: ignore[misc]
+        def completion(self, *args: Any, **kwargs: Any) -> Any:
+            reply = run(kwargs, sleep=True)
+            response = kwargs["model_response"]
+            response.choices[0].message.content = reply.text
+            response.choices[0].finish_reason = "stop"
+            response.model = SIM_MODEL
+            response.usage = usage_cls(
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+                total_tokens=reply.prompt_tokens + reply.completion_tokens,
+            )
+            return response
+
+        def streaming(self, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+            reply = run(kwargs, sleep=False)
+            opts = SimOptions.from_params(kwargs.get("optional_params"))
+            ttft = opts.ttft_ms if opts.ttft_ms is not None else opts.latency_ms / 2
+            pieces = _chunks(reply.text)
+            usage = {
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+                "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+            }
+            if ttft > 0:
+                time.sleep(ttft / 1000.0)
+            rest = max(0.0, opts.latency_ms - ttft) / 1000.0
+            for i, piece in enumerate(pieces):
+                last = i == len(pieces) - 1
+                if last and rest > 0:
+                    time.sleep(rest)
+                yield {
+                    "text": piece,
+                    "is_finished": last,
+                    "finish_reason": "stop" if last else "",
+                    "usage": usage if last else None,
+                    "index": 0,
+                    "tool_use": None,
+                }
+
+        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(self.completion, *args, **kwargs)
+
+    return SimulatedLLM()
+
+
+def importlib_attr(module: str, name: str) -> Any:
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "GENERIC_ANSWER",
+    "PRICE_INPUT_PER_TOKEN",
+    "PRICE_OUTPUT_PER_TOKEN",
+    "RULE_RE",
+    "SIM_MODEL",
+    "CompressPlan",
+    "Rule",
+    "SimOptions",
+    "SimReply",
+    "SimulatedError",
+    "SimulatedModel",
+    "compress_plan",
+    "compress_section",
+    "judge_reply",
+    "make_handler",
+    "match_rule",
+    "parse_rules",
+]
