@@ -24,9 +24,9 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, computed_field
+from pydantic import Field, computed_field, model_validator
 
 from optiflow.core.actions import (
     Action,
@@ -141,6 +141,14 @@ class OptimizationReport(Frozen):
     @property
     def total_token_reduction(self) -> int:
         return sum(m.token_reduction for m in self.modifications)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_computed(cls, data: Any) -> Any:
+        """``total_token_reduction`` is in the JSON for readers; it is derived, not loaded."""
+        if isinstance(data, dict) and "total_token_reduction" in data:
+            data = {k: v for k, v in data.items() if k != "total_token_reduction"}
+        return data
 
     @property
     def has_modifications(self) -> bool:

@@ -37,8 +37,12 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
             raise ConfigError("set OPTIFLOW_REDIS_URL (or OPTIFLOW_RESULT_BACKEND)", field="OPTIFLOW_REDIS_URL")
     app = Celery("optiflow", broker=broker, backend=backend, set_as_current=False)
     transport: dict[str, Any] = {"visibility_timeout": VISIBILITY_TIMEOUT_S}
-    # Queues live under the key prefix too, so several deployments (or test runs) share a Redis.
-    broker_transport = {**transport, "global_keyprefix": f"{settings.key_prefix}:"}
+    if embedded:
+        # kombu's virtual transports sleep polling_interval (1 s) whenever a poll finds nothing.
+        broker_transport: dict[str, Any] = {"polling_interval": 0.005}
+    else:
+        # Queues live under the key prefix too, so several deployments (or test runs) share a Redis.
+        broker_transport = {**transport, "global_keyprefix": f"{settings.key_prefix}:"}
     app.conf.update(
         task_serializer="json",
         result_serializer="json",

@@ -92,9 +92,14 @@ class EmbeddedWorker:
     """A Celery WorkController (threads pool) consuming every optiflow queue in a daemon thread."""
 
     def __init__(self, app: Celery, *, concurrency: int, queues: list[str]) -> None:
+        from celery.app.trace import setup_worker_optimizations
         from celery.worker import WorkController
 
         self.app = app
+        hostname = f"optiflow-embedded@{threading.get_ident()}"
+        # What `celery worker` does before starting (celery.apps.worker.Worker): make this app the
+        # current and default one, so pool threads trace tasks against it and its result backend.
+        setup_worker_optimizations(app, hostname)
         self.controller = WorkController(
             app=app,
             concurrency=concurrency,
@@ -104,7 +109,7 @@ class EmbeddedWorker:
             without_heartbeat=True,
             without_mingle=True,
             without_gossip=True,
-            hostname=f"optiflow-embedded@{threading.get_ident()}",
+            hostname=hostname,
         )
         self.thread = threading.Thread(target=self.controller.start, name="optiflow-worker", daemon=True)
 
