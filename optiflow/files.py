@@ -99,7 +99,9 @@ def load_dataset(path: str | Path, *, name: str | None = None) -> Dataset:
     elif suffix == ".csv":
         rows = _csv_rows(p)
     else:
-        raise ValidationError(f"unknown dataset format {suffix or '(none)'!r}: use .jsonl, .yaml or .csv", field=str(p))
+        raise ValidationError(
+            f"unknown dataset format {suffix or '(none)'!r}: use .jsonl, .yaml or .csv", field=str(p)
+        )
     return dataset_from_rows(rows, name=name or p.stem, source=str(p))
 
 
@@ -111,10 +113,10 @@ def dataset_from_rows(rows: list[Any], *, name: str, source: str) -> Dataset:
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             raise ValidationError(f"sample {i}: expected a mapping", field=source)
-        row = dict(row)
-        if "id" in row and row["id"] is not None:
-            row["id"] = str(row["id"])
-        sample = parse_model(Sample, row, f"{source}: sample {i}")
+        data = dict(row)
+        if data.get("id") is not None:
+            data["id"] = str(data["id"])
+        sample = parse_model(Sample, data, f"{source}: sample {i}")
         if sample.id in seen:
             raise ValidationError(
                 f"duplicate sample id {sample.id!r} (samples {seen[sample.id]} and {i})", field=source
@@ -133,7 +135,7 @@ def _csv_rows(p: Path) -> list[dict[str, Any]]:
     for rec in reader:
         row: dict[str, Any] = {"id": rec["id"]}
         extra = {k: v for k, v in rec.items() if k not in known and k is not None}
-        row["input"] = rec["input"] if "input" in rec else extra
+        row["input"] = rec.get("input", extra)
         if rec.get("expected") not in (None, ""):
             row["expected"] = rec["expected"]
         if rec.get("tags"):

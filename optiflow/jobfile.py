@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 KINDS = ("compress",)
 
 
-def load_job(path: str | Path, *, store: OverridesStore | None = None, overrides: Mapping[str, Any] | None = None) -> CompressSpec:
+def load_job(
+    path: str | Path, *, store: OverridesStore | None = None, overrides: Mapping[str, Any] | None = None
+) -> CompressSpec:
     p = Path(path)
     data = read_yaml(p)
     if not isinstance(data, dict):

@@ -9,7 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 REDIS_URL = os.environ.get("OPTIFLOW_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
-POSTGRES_URL = os.environ.get("OPTIFLOW_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+POSTGRES_URL = os.environ.get(
+    "OPTIFLOW_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 

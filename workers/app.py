@@ -1,8 +1,8 @@
 """The Celery app for ``celery -A workers.app ...``, configured from ``OPTIFLOW_*`` variables.
 
-    celery -A workers.app worker -Q optiflow.eval -P threads -c 32     # eval workers: scale these
-    celery -A workers.app worker -Q optiflow.control -c 2              # control worker
-    celery -A workers.app flower                                       # monitoring
+celery -A workers.app worker -Q optiflow.eval -P threads -c 32     # eval workers: scale these
+celery -A workers.app worker -Q optiflow.control -c 2              # control worker
+celery -A workers.app flower                                       # monitoring
 """
 
 from optiflow.distributed.app import create_app

@@ -180,4 +180,6 @@ def _numeric(check: NumericCheck, output: str, expected: JSONValue) -> Score:
         return _bool(False, f"expected value {expected!r} is not a number")
     tol = check.tolerance * abs(want) if check.relative else check.tolerance
     ok = abs(got - want) <= tol
-    return _bool(ok, f"{got} within {tol} of {want}" if ok else f"{got} differs from {want} by more than {tol}")
+    return _bool(
+        ok, f"{got} within {tol} of {want}" if ok else f"{got} differs from {want} by more than {tol}"
+    )

@@ -249,7 +249,9 @@ class CompressWorkflow:
             by_exp[r.experiment_id].append(r)
         state = state.model_copy(
             update={
-                "stats": state.stats.add(results.evals, proposals=len(results.edits) + len(results.proposal_errors)),
+                "stats": state.stats.add(
+                    results.evals, proposals=len(results.edits) + len(results.proposal_errors)
+                ),
                 "step_index": state.step_index + 1,
             }
         )
@@ -332,7 +334,9 @@ class CompressWorkflow:
                         regression_count_is_lower_bound=lower,
                     )
                 )
-        state = state.model_copy(update={"accepted": tuple(accepted), "rejected": tuple(rejected), "known_sets": known})
+        state = state.model_copy(
+            update={"accepted": tuple(accepted), "rejected": tuple(rejected), "known_sets": known}
+        )
         if len(accepted) <= 1:
             return self._finish(state, tuple(accepted))
         state = state.model_copy(update={"phase": "combined"})
@@ -399,7 +403,8 @@ class CompressWorkflow:
         """Evaluate a set of modifications for regressions only: just the samples that passed
         every baseline run can regress, so only those are evaluated."""
         overrides = [
-            SectionOverride(path=m.section_path, expected_hash=m.original_hash, body=m.proposed_body) for m in mods
+            SectionOverride(path=m.section_path, expected_hash=m.original_hash, body=m.proposed_body)
+            for m in mods
         ]
         ids = [i for i in self.spec.dataset.ids() if i in state.baseline_passed]
         if not ids:  # nothing can regress: decide without evaluating
@@ -416,7 +421,9 @@ class CompressWorkflow:
             return max(len(regressed_ids(baseline_passed, results)), 1), True
         return len(regressions(baseline_passed, summary)), False
 
-    def _finish(self, state: CompressState, modifications: tuple[Modification, ...]) -> tuple[CompressState, Action]:
+    def _finish(
+        self, state: CompressState, modifications: tuple[Modification, ...]
+    ) -> tuple[CompressState, Action]:
         report = OptimizationReport(
             experiment_id=self.job_id,
             prompt_ns=self.spec.prompt.ns,
@@ -431,5 +438,8 @@ class CompressWorkflow:
 
 
 def _set_key(mods: Iterable[Modification]) -> str:
-    parts = sorted(f"{path_str(m.section_path)}:{hashlib.sha256(m.proposed_body.encode()).hexdigest()[:16]}" for m in mods)
+    parts = sorted(
+        f"{path_str(m.section_path)}:{hashlib.sha256(m.proposed_body.encode()).hexdigest()[:16]}"
+        for m in mods
+    )
     return "|".join(parts)

@@ -9,11 +9,13 @@ from optiflow.core.base import Frozen
 from optiflow.core.compress import OptimizationReport
 from optiflow.errors import JobError
 
+FinalStatus = Literal["completed", "failed", "cancelled"]
+
 
 class OptimizeResult(Frozen):
     job_id: str
     kind: str = "compress"
-    status: Literal["completed", "failed", "cancelled"]
+    status: FinalStatus
     report: OptimizationReport | None = None
     error: str | None = None
     completed_at: datetime

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from kombu import Queue
 
 from optiflow.distributed.embedded import EMBEDDED_BACKEND
 from optiflow.distributed.runtime import Runtime
@@ -28,13 +27,16 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
     settings = settings or Settings()
     if embedded is None:
         embedded = not settings.distributed
-    if embedded:
-        broker, backend = "memory://", EMBEDDED_BACKEND
-    else:
+    broker: str | None = "memory://"
+    backend: str | None = EMBEDDED_BACKEND
+    if not embedded:
         broker = settings.broker_url or settings.redis_url
         backend = settings.result_backend or settings.redis_url
-        if not backend:
-            raise ConfigError("set OPTIFLOW_REDIS_URL (or OPTIFLOW_RESULT_BACKEND)", field="OPTIFLOW_REDIS_URL")
+        if not broker or not backend:
+            raise ConfigError(
+                "distributed mode needs OPTIFLOW_REDIS_URL (or a broker and a result backend)",
+                field="OPTIFLOW_REDIS_URL",
+            )
     app = Celery("optiflow", broker=broker, backend=backend, set_as_current=False)
     transport: dict[str, Any] = {"visibility_timeout": VISIBILITY_TIMEOUT_S}
     if embedded:
@@ -52,7 +54,6 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_default_queue=QUEUE_CONTROL,
-        task_queues=[Queue(QUEUE_CONTROL), Queue(QUEUE_EVAL)],
         task_routes={
             "optiflow.evaluate": {"queue": QUEUE_EVAL},
             "optiflow.propose": {"queue": QUEUE_EVAL},
@@ -72,11 +73,11 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
         enable_utc=True,
     )
     runtime = Runtime(settings, embedded=embedded)
-    app.optiflow_runtime = runtime  # type: ignore[attr-defined]
+    app.optiflow_runtime = runtime
     register_tasks(app, runtime)
     return app
 
 
 def runtime_of(app: Celery) -> Runtime:
-    rt: Runtime = app.optiflow_runtime  # type: ignore[attr-defined]
+    rt: Runtime = app.optiflow_runtime
     return rt

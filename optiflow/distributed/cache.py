@@ -15,7 +15,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from optiflow.core.evaluation import EvalResult
 from optiflow.stores import keys
@@ -54,7 +54,7 @@ class JobSignals(Protocol):
 
 # -- Redis ---------------------------------------------------------------------------------------
 class RedisEvalCache:
-    def __init__(self, client: redis.Redis, prefix: str, ttl_s: int = CACHE_TTL_S) -> None:
+    def __init__(self, client: redis.Redis[Any], prefix: str, ttl_s: int = CACHE_TTL_S) -> None:
         self.client, self.prefix, self.ttl_s = client, prefix, ttl_s
 
     def get(self, scope: str, key: str) -> EvalResult | None:
@@ -62,7 +62,9 @@ class RedisEvalCache:
         return None if raw is None else EvalResult.model_validate_json(raw)
 
     def put(self, scope: str, key: str, result: EvalResult) -> None:
-        self.client.set(keys.eval_cache(self.prefix, scope, key), result.compact().model_dump_json(), ex=self.ttl_s)
+        self.client.set(
+            keys.eval_cache(self.prefix, scope, key), result.compact().model_dump_json(), ex=self.ttl_s
+        )
 
     def clear(self, scope: str) -> None:
         batch = list(self.client.scan_iter(match=keys.eval_cache(self.prefix, scope, "*"), count=1000))
@@ -71,7 +73,7 @@ class RedisEvalCache:
 
 
 class RedisJobSignals:
-    def __init__(self, client: redis.Redis, prefix: str) -> None:
+    def __init__(self, client: redis.Redis[Any], prefix: str) -> None:
         self.client, self.prefix = client, prefix
 
     def skip_reason(self, job_id: str, experiment_id: str) -> Skip:

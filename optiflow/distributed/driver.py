@@ -22,8 +22,7 @@ from optiflow.core.compress import CompressState, OptimizationReport, temp_tag_p
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.overrides import now
 from optiflow.core.prompt import path_str
-from optiflow.core.result import OptimizeResult
-from optiflow.persistence.jobs import JobStatus
+from optiflow.core.result import FinalStatus, OptimizeResult
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -60,9 +59,14 @@ def start(app: Celery, rt: Runtime, job_id: str) -> None:
     wf = rt.workflow(job_id)
     model = wf.spec.model.model
     state, action = wf.start(lambda text: count_tokens(text, model))
-    if rt.jobs.save_step(job_id, expected_step=0, step_index=_index(state, action),
-                         state=state.model_dump(mode="json"), action=action_to_json(action),
-                         expected_status="queued"):
+    if rt.jobs.save_step(
+        job_id,
+        expected_step=0,
+        step_index=_index(state, action),
+        state=state.model_dump(mode="json"),
+        action=action_to_json(action),
+        expected_status="queued",
+    ):
         launch(app, rt, job_id, action)
 
 
@@ -71,7 +75,9 @@ def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequenc
     if rec.finished:
         return
     if rec.step_index != step_index or rec.action is None:
-        log.warning("job %s: stale chord body for step %s (job is at %s) ignored", job_id, step_index, rec.step_index)
+        log.warning(
+            "job %s: stale chord body for step %s (job is at %s) ignored", job_id, step_index, rec.step_index
+        )
         return
     step = action_from_json(rec.action)
     assert isinstance(step, Step)
@@ -81,8 +87,13 @@ def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequenc
         return
     state = CompressState.model_validate(rec.state)
     new_state, action = rt.workflow(job_id).advance(state, parse_results(raw))
-    saved = rt.jobs.save_step(job_id, expected_step=step_index, step_index=_index(new_state, action),
-                              state=new_state.model_dump(mode="json"), action=action_to_json(action))
+    saved = rt.jobs.save_step(
+        job_id,
+        expected_step=step_index,
+        step_index=_index(new_state, action),
+        state=new_state.model_dump(mode="json"),
+        action=action_to_json(action),
+    )
     if not saved:
         log.warning("job %s: step %s already advanced by another delivery", job_id, step_index)
         return
@@ -104,7 +115,7 @@ def finish(app: Celery, rt: Runtime, job_id: str) -> None:
     if rec.finished or rec.action is None:
         return
     action = action_from_json(rec.action)
-    if isinstance(action, Finish):
+    if isinstance(action, Finish) and isinstance(action.report, OptimizationReport):
         complete(app, rt, job_id, "completed", report=action.report)
 
 
@@ -112,16 +123,20 @@ def complete(
     app: Celery,
     rt: Runtime,
     job_id: str,
-    status: JobStatus,
+    status: FinalStatus,
     *,
-    report: Any = None,
+    report: OptimizationReport | None = None,
     error: str | None = None,
 ) -> OptimizeResult:
     """End the job once: persist, remove temp tags and signals, reply under the job id."""
     rec = rt.jobs.get(job_id)
     result = OptimizeResult(
-        job_id=job_id, kind=rec.kind, status=status,  # type: ignore[arg-type]
-        report=report, error=error, completed_at=now(),
+        job_id=job_id,
+        kind=rec.kind,
+        status=status,
+        report=report,
+        error=error,
+        completed_at=now(),
     )
     payload = result.model_dump(mode="json")
     if rt.jobs.finish(job_id, status, result=payload, error=error):
@@ -155,8 +170,13 @@ def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
     spec = rt.spec(job_id)
     descriptor = spec.prompt.descriptor()
     for target in step.targets:
-        rt.store.store(descriptor, target.overrides, tag=target.experiment.overrides_tag,
-                       model_params=target.model_params, replace=True)
+        rt.store.store(
+            descriptor,
+            target.overrides,
+            tag=target.experiment.overrides_tag,
+            model_params=target.model_params,
+            replace=True,
+        )
     evaluate, propose = app.tasks["optiflow.evaluate"], app.tasks["optiflow.propose"]
     header = [propose.s(job_id, path_str(p)) for p in step.propose]
     # Interleave runs, samples and targets so each candidate meets its guarded samples early:
@@ -169,7 +189,9 @@ def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
                 if run < target.runs and sid in members[target.experiment.id]:
                     guarded = target.guard is not None and sid in target.guard
                     header.append(
-                        evaluate.s(job_id, target.experiment.id, target.experiment.overrides_tag, sid, run, guarded)
+                        evaluate.s(
+                            job_id, target.experiment.id, target.experiment.overrides_tag, sid, run, guarded
+                        )
                     )
     body = app.tasks["optiflow.advance"].s(job_id, step.index)
     chord(header)(body.on_error(app.tasks["optiflow.chord_error"].s(job_id)))

@@ -61,7 +61,7 @@ class Runtime:
         self._tags = _LRU(1024)
 
     @cached_property
-    def redis(self) -> redis.Redis:
+    def redis(self) -> redis.Redis[Any]:
         import redis as redis_lib
 
         if not self.settings.redis_url:
@@ -111,5 +111,7 @@ class Runtime:
 
     def overrides(self, ns: str, key: str, tag: str) -> PromptOverrides | None:
         """A temporary tag's content; memoized because it is written once before its step."""
-        value: PromptOverrides | None = self._tags.get((ns, key, tag), lambda: self.store.resolve(ns, key, tag))
+        value: PromptOverrides | None = self._tags.get(
+            (ns, key, tag), lambda: self.store.resolve(ns, key, tag)
+        )
         return value

@@ -29,7 +29,9 @@ def register_tasks(app: Celery, rt: Runtime) -> None:
         _guarded(app, rt, job_id, lambda: driver.start(app, rt, job_id))
 
     @app.task(name="optiflow.evaluate")  # type: ignore[untyped-decorator]
-    def evaluate(job_id: str, experiment_id: str, tag: str, sample_id: str, run: int, guarded: bool) -> dict[str, Any]:
+    def evaluate(
+        job_id: str, experiment_id: str, tag: str, sample_id: str, run: int, guarded: bool
+    ) -> dict[str, Any]:
         return work.evaluate_one(rt, job_id, experiment_id, tag, sample_id, run, guarded)
 
     @app.task(name="optiflow.propose")  # type: ignore[untyped-decorator]

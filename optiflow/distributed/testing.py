@@ -30,13 +30,33 @@ def worker_env(redis_url: str, prefix: str, home: Path, **extra: str) -> dict[st
 
 class WorkerProcess:
     def __init__(self, env: Mapping[str, str], queue: str, *, pool: str, concurrency: int, log: Path) -> None:
-        self.name = f"{queue.split('.')[-1]}-{uuid.uuid4().hex[:6]}@%h"
+        self.name = f"{queue.rsplit('.', maxsplit=1)[-1]}-{uuid.uuid4().hex[:6]}@%h"
         self.log_path = log
         self.log = log.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", queue, "-P", pool,
-             "-c", str(concurrency), "-n", self.name, "--loglevel=INFO", "--without-gossip", "--without-mingle"],
-            env=dict(env), cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "workers.app",
+                "worker",
+                "-Q",
+                queue,
+                "-P",
+                pool,
+                "-c",
+                str(concurrency),
+                "-n",
+                self.name,
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            env=dict(env),
+            cwd=ROOT,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
 
     @property
@@ -71,7 +91,13 @@ def running_workers(
     procs = [
         WorkerProcess(env, "optiflow.control", pool="prefork", concurrency=1, log=logdir / "control.log"),
         *(
-            WorkerProcess(env, "optiflow.eval", pool="threads", concurrency=eval_concurrency, log=logdir / f"eval{i}.log")
+            WorkerProcess(
+                env,
+                "optiflow.eval",
+                pool="threads",
+                concurrency=eval_concurrency,
+                log=logdir / f"eval{i}.log",
+            )
             for i in range(eval_workers)
         ),
     ]

@@ -11,8 +11,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from optiflow.core.actions import ProposalError, SectionEdit
-from optiflow.core.evaluation import EvalResult
 from optiflow.core.compress import CompressSpec
+from optiflow.core.evaluation import EvalResult
 from optiflow.core.prompt import SectionPath, parse_path
 from optiflow.distributed.cache import cache_key
 
@@ -29,7 +29,9 @@ def evaluate_one(
 
     skip = rt.signals.skip_reason(job_id, experiment_id)
     if skip is not None:
-        return _out(EvalResult(experiment_id=experiment_id, sample_id=sample_id, run=run, skipped=True, reason=skip))
+        return _out(
+            EvalResult(experiment_id=experiment_id, sample_id=sample_id, run=run, skipped=True, reason=skip)
+        )
     spec = rt.spec(job_id)
     overrides = rt.overrides(spec.prompt.ns, spec.prompt.key, tag)
     sample = rt.sample(job_id, sample_id)

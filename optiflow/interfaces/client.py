@@ -136,7 +136,9 @@ class Client:
         return JobHandle(self, job_id)
 
     # -- applying -----------------------------------------------------------------------------
-    def apply(self, result: OptimizeResult | str, *, tag: str = STABLE, description: str | None = None) -> Version | None:
+    def apply(
+        self, result: OptimizeResult | str, *, tag: str = STABLE, description: str | None = None
+    ) -> Version | None:
         """Write a finished job's accepted modifications to ``tag`` as a new version.
 
         None when the job accepted nothing."""
@@ -186,10 +188,12 @@ class Client:
         for ov in current.sections:
             h = hashes.get(ov.path)
             if h is None or h[0] != ov.expected_hash or h[1]:
-                log.warning("baseline tag %s: override of %s is stale and ignored", spec.baseline_tag, ov.path)
+                log.warning(
+                    "baseline tag %s: override of %s is stale and ignored", spec.baseline_tag, ov.path
+                )
                 continue
             fresh.append(ov)
         params: Mapping[str, Any] = current.model_params
-        return spec.model_copy(update={"baseline_overrides": tuple(fresh), "baseline_model_params": dict(params)})
-
-
+        return spec.model_copy(
+            update={"baseline_overrides": tuple(fresh), "baseline_model_params": dict(params)}
+        )

@@ -13,9 +13,13 @@ def format_result(result: OptimizeResult, *, elapsed_s: float | None = None) -> 
     report = result.report
     if report is None:
         return "\n".join(lines)
-    lines.append(f"  prompt {report.prompt_ns}/{report.prompt_key}  baseline pass rate {report.baseline_pass_rate:.1%}")
+    lines.append(
+        f"  prompt {report.prompt_ns}/{report.prompt_key}  baseline pass rate {report.baseline_pass_rate:.1%}"
+    )
     if report.modifications:
-        lines.append(f"  accepted ({len(report.modifications)}), -{report.total_token_reduction} tokens in total:")
+        lines.append(
+            f"  accepted ({len(report.modifications)}), -{report.total_token_reduction} tokens in total:"
+        )
         for m in report.modifications:
             lines.append(
                 f"    + {path_str(m.section_path):<28} -{m.token_reduction:>5} tokens  "

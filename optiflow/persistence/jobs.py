@@ -18,9 +18,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.result import FinalStatus
 from optiflow.errors import NotFoundError, StoreError
 
-JobStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
+JobStatus = Literal["queued", "running", FinalStatus]
 FINISHED: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
 metadata = sa.MetaData()
@@ -91,8 +92,14 @@ class JobRepository:
         with self.engine.begin() as conn:
             conn.execute(
                 jobs_table.insert().values(
-                    id=job_id, kind=kind, name=name, status="queued", spec=_dump(spec),
-                    step_index=0, created_at=now, updated_at=now,
+                    id=job_id,
+                    kind=kind,
+                    name=name,
+                    status="queued",
+                    spec=_dump(spec),
+                    step_index=0,
+                    created_at=now,
+                    updated_at=now,
                 )
             )
         return self.get(job_id)
@@ -124,7 +131,9 @@ class JobRepository:
     ) -> bool:
         """Write checkpoint and pending action in one transaction, only if the job is still at
         ``expected_step`` and not finished. False means another delivery got there first."""
-        q = jobs_table.update().where(jobs_table.c.id == job_id, jobs_table.c.status.in_(("queued", "running")))
+        q = jobs_table.update().where(
+            jobs_table.c.id == job_id, jobs_table.c.status.in_(("queued", "running"))
+        )
         if expected_step is not None:
             q = q.where(jobs_table.c.step_index == expected_step)
         if expected_status is not None:
@@ -132,13 +141,24 @@ class JobRepository:
         now = _now()
         with self.engine.begin() as conn:
             res = conn.execute(
-                q.values(state=_dump(state), action=_dump(action), step_index=step_index,
-                         status=status, updated_at=now, heartbeat=now)
+                q.values(
+                    state=_dump(state),
+                    action=_dump(action),
+                    step_index=step_index,
+                    status=status,
+                    updated_at=now,
+                    heartbeat=now,
+                )
             )
         return bool(res.rowcount)
 
     def finish(
-        self, job_id: str, status: JobStatus, *, result: dict[str, JSONValue] | None = None, error: str | None = None
+        self,
+        job_id: str,
+        status: JobStatus,
+        *,
+        result: dict[str, JSONValue] | None = None,
+        error: str | None = None,
     ) -> bool:
         """Mark a job finished; False when it already was (the first writer wins)."""
         with self.engine.begin() as conn:
@@ -177,7 +197,16 @@ def _record(row: Any) -> JobRecord:
         return None if v is None else json.loads(v)
 
     return JobRecord(
-        id=row["id"], kind=row["kind"], name=row["name"], status=row["status"], spec=load(row["spec"]),
-        state=load(row["state"]), action=load(row["action"]), step_index=row["step_index"],
-        result=load(row["result"]), error=row["error"], created_at=row["created_at"], updated_at=row["updated_at"],
+        id=row["id"],
+        kind=row["kind"],
+        name=row["name"],
+        status=row["status"],
+        spec=load(row["spec"]),
+        state=load(row["state"]),
+        action=load(row["action"]),
+        step_index=row["step_index"],
+        result=load(row["result"]),
+        error=row["error"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
     )

@@ -58,7 +58,9 @@ def run_workflow(
                         evals.append(EvalResult(experiment_id=eid, sample_id=sid, run=run, skipped=True))
                         continue
                     ok = answer(bodies, sid, run)
-                    evals.append(EvalResult(experiment_id=eid, sample_id=sid, run=run, passed=ok, score=float(ok)))
+                    evals.append(
+                        EvalResult(experiment_id=eid, sample_id=sid, run=run, passed=ok, score=float(ok))
+                    )
                     if target.guard is not None and sid in target.guard and not ok:
                         regressed = True
         proposed = tuple(
@@ -111,12 +113,20 @@ def seed_reference(
         rate, passed = run_multi({**base_bodies, s.path: body})
         count = len(base_passed - passed)
         if count == 0:
-            mods.append(Modification(section_path=s.path, original_hash=s.hash, proposed_body=body,
-                                     token_reduction=reduction, baseline_pass_rate=base_rate,
-                                     candidate_pass_rate=rate))
+            mods.append(
+                Modification(
+                    section_path=s.path,
+                    original_hash=s.hash,
+                    proposed_body=body,
+                    token_reduction=reduction,
+                    baseline_pass_rate=base_rate,
+                    candidate_pass_rate=rate,
+                )
+            )
         else:
-            rejected.append(RejectedModification(section_path=s.path, token_reduction=reduction,
-                                                 regression_count=count))
+            rejected.append(
+                RejectedModification(section_path=s.path, token_reduction=reduction, regression_count=count)
+            )
     if len(mods) > 1:
         _, passed = run_multi({**base_bodies, **{m.section_path: m.proposed_body for m in mods}})
         if base_passed - passed:
@@ -128,8 +138,13 @@ def seed_reference(
                 if count == 0:
                     accepted.append(m)
                 else:
-                    rejected.append(RejectedModification(section_path=m.section_path,
-                                                         token_reduction=m.token_reduction,
-                                                         regression_count=count, stage="greedy"))
+                    rejected.append(
+                        RejectedModification(
+                            section_path=m.section_path,
+                            token_reduction=m.token_reduction,
+                            regression_count=count,
+                            stage="greedy",
+                        )
+                    )
             mods = accepted
     return base_rate, mods, rejected, calls

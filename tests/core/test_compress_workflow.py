@@ -33,16 +33,16 @@ def answer(bodies: Bodies, sid: str, run: int) -> bool:
 
 
 def make_spec(**kw: object) -> CompressSpec:
-    data = dict(
-        prompt=PROMPT,
-        dataset=Dataset(samples=tuple(Sample(id=s, input=s, expected=s) for s in SAMPLES)),
-        check={"type": "contains"},
-        model={"model": "optiflow/sim"},
-        strategy={"type": "rule"},
-        eval_runs=2,
-        min_section_tokens=5,
-        fail_fast=False,
-    )
+    data: dict[str, object] = {
+        "prompt": PROMPT,
+        "dataset": Dataset(samples=tuple(Sample(id=s, input=s, expected=s) for s in SAMPLES)),
+        "check": {"type": "contains"},
+        "model": {"model": "optiflow/sim"},
+        "strategy": {"type": "rule"},
+        "eval_runs": 2,
+        "min_section_tokens": 5,
+        "fail_fast": False,
+    }
     data.update(kw)
     return CompressSpec.model_validate(data)
 
@@ -57,7 +57,9 @@ def report_of(spec: CompressSpec, edits: dict[tuple[str, ...], str]) -> tuple[Op
     return report, [s.name for s in steps]
 
 
-def assert_matches_seed(spec: CompressSpec, edits: dict[tuple[str, ...], str], report: OptimizationReport) -> None:
+def assert_matches_seed(
+    spec: CompressSpec, edits: dict[tuple[str, ...], str], report: OptimizationReport
+) -> None:
     rate, mods, rejected, _ = seed_reference(spec, answer, edits)
     assert report.baseline_pass_rate == rate
     assert list(report.modifications) == mods
@@ -67,7 +69,10 @@ def assert_matches_seed(spec: CompressSpec, edits: dict[tuple[str, ...], str], r
 def test_sections_proposed_largest_first_skipping_frozen_and_small() -> None:
     wf = CompressWorkflow(make_spec(), "j")
     assert wf.proposable_sections(words) == (("a",), ("b",), ("c",))
-    assert CompressWorkflow(make_spec(min_section_tokens=30), "j").proposable_sections(words) == (("a",), ("b",))
+    assert CompressWorkflow(make_spec(min_section_tokens=30), "j").proposable_sections(words) == (
+        ("a",),
+        ("b",),
+    )
 
 
 def test_no_edit_proposed_finishes_after_baseline() -> None:
@@ -105,7 +110,11 @@ def test_exactly_one_accepted_has_no_combined_step() -> None:
 
 
 def test_combined_passes() -> None:
-    edits = {("a",): keep("", "rule_a", "rule_shared"), ("b",): keep("", "rule_b", "rule_shared"), ("c",): "rule_c"}
+    edits = {
+        ("a",): keep("", "rule_a", "rule_shared"),
+        ("b",): keep("", "rule_b", "rule_shared"),
+        ("c",): "rule_c",
+    }
     spec = make_spec()
     report, steps = report_of(spec, edits)
     assert steps == ["baseline", "candidates", "combined"]
@@ -155,12 +164,13 @@ def test_model_calls_well_below_seed_algorithm() -> None:
 
 def test_baseline_all_errors_fails_job() -> None:
     wf = CompressWorkflow(make_spec(), "j")
-    state, step = wf.start(words)
+    state, _ = wf.start(words)
     from optiflow.core.actions import Fail, StepResults
     from optiflow.core.evaluation import EvalResult
 
     errs = tuple(
-        EvalResult(experiment_id="j-baseline", sample_id=s, run=0, error="AuthenticationError: bad key") for s in SAMPLES
+        EvalResult(experiment_id="j-baseline", sample_id=s, run=0, error="AuthenticationError: bad key")
+        for s in SAMPLES
     )
     _, action = wf.advance(state, StepResults(evals=errs))
     assert isinstance(action, Fail)

@@ -20,15 +20,24 @@ def run_inline(spec: CompressSpec, job_id: str = "inline") -> OptimizationReport
         evals = []
         for target in action.targets:
             overrides = PromptOverrides(
-                ns=spec.prompt.ns, key=spec.prompt.key, tag=target.experiment.overrides_tag,
-                sections=target.overrides, model_params=target.model_params,
+                ns=spec.prompt.ns,
+                key=spec.prompt.key,
+                tag=target.experiment.overrides_tag,
+                sections=target.overrides,
+                model_params=target.model_params,
             )
             for run in range(target.runs):
                 for sid in target.sample_ids:
                     evals.append(
-                        evaluate(prompt=spec.prompt, overrides=overrides, sample=samples[sid], check=spec.check,
-                                 model=spec.model.with_params(target.model_params), run=run,
-                                 experiment_id=target.experiment.id).compact()
+                        evaluate(
+                            prompt=spec.prompt,
+                            overrides=overrides,
+                            sample=samples[sid],
+                            check=spec.check,
+                            model=spec.model.with_params(target.model_params),
+                            run=run,
+                            experiment_id=target.experiment.id,
+                        ).compact()
                     )
         edits = tuple(propose_edit(spec, p) for p in action.propose)
         state, action = wf.advance(state, StepResults(evals=tuple(evals), edits=edits))

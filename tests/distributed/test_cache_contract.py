@@ -36,7 +36,9 @@ def test_cache_round_trip_is_scoped_and_compact(backends: tuple[EvalCache, JobSi
     cache, _ = backends
     key = cache_key({"system": "s", "user": "u", "run": 0})
     assert cache.get("job1", key) is None
-    result = EvalResult(experiment_id="e", sample_id="s1", run=0, passed=True, score=1.0, output="long text", cost=0.5)
+    result = EvalResult(
+        experiment_id="e", sample_id="s1", run=0, passed=True, score=1.0, output="long text", cost=0.5
+    )
     cache.put("job1", key, result)
     got = cache.get("job1", key)
     assert got == result.compact() and got.output is None

@@ -25,7 +25,9 @@ def _client() -> Client:
     return Client(settings())
 
 
-def _finish(client: Client, result: OptimizeResult, *, apply: bool, as_json: bool, elapsed: float | None) -> None:
+def _finish(
+    client: Client, result: OptimizeResult, *, apply: bool, as_json: bool, elapsed: float | None
+) -> None:
     from optiflow.interfaces.console import format_result
 
     echo(result.model_dump_json(indent=2) if as_json else format_result(result, elapsed_s=elapsed))
@@ -76,7 +78,9 @@ def report(job_id: str, as_json: bool) -> None:
     with _client() as client:
         result = client.job(job_id).result()
         if result is None:
-            raise ValidationError(f"job {job_id} has not finished ({client.job(job_id).status()})", field="job")
+            raise ValidationError(
+                f"job {job_id} has not finished ({client.job(job_id).status()})", field="job"
+            )
         _finish(client, result, apply=False, as_json=as_json, elapsed=None)
 
 
@@ -135,7 +139,9 @@ def worker(role: str, concurrency: int | None, loglevel: str) -> None:
 def demo(job_file: Path, as_json: bool) -> None:
     """Run the shipped example's compress job end to end and print the report."""
     if not job_file.exists():
-        raise ValidationError("example job not found; run from an optiflow checkout or pass --job", field=str(job_file))
+        raise ValidationError(
+            "example job not found; run from an optiflow checkout or pass --job", field=str(job_file)
+        )
     with _client() as client:
         mode = "embedded worker" if client.runtime.embedded else f"workers via {client.settings.redis_url}"
         echo(f"optiflow demo: {job_file} ({mode})")
