@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from celery.signals import worker_init
 
 from optiflow.distributed.embedded import EMBEDDED_BACKEND
 from optiflow.distributed.runtime import Runtime
@@ -72,10 +73,19 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
         worker_hijack_root_logger=False,
         enable_utc=True,
     )
+    if not embedded:
+        # A worker pays litellm's import (seconds) before it says "ready", not in its first job.
+        worker_init.connect(_import_litellm, weak=False)
     runtime = Runtime(settings, embedded=embedded)
     app.optiflow_runtime = runtime
     register_tasks(app, runtime)
     return app
+
+
+def _import_litellm(**_: Any) -> None:
+    from optiflow.llm.runtime import get_litellm
+
+    get_litellm()
 
 
 def runtime_of(app: Celery) -> Runtime:

@@ -62,21 +62,20 @@ class InProcessBackend(KeyValueStoreBackend):  # type: ignore[misc]
         self.ensure_chords_allowed()
 
     def set_chord_size(self, group_id: str, chord_size: int) -> None:
+        # Celery calls this just before publishing the LAST header task: parts may be in already.
         with self._lock:
-            self._chords[group_id] = {"size": chord_size, "parts": {}}
+            self._chords.setdefault(group_id, {"parts": {}})["size"] = chord_size
 
     def on_chord_part_return(self, request: Any, state: str, result: Any, **kwargs: Any) -> None:
         gid, tid = request.group, request.id
         if not gid or not tid:
             return
         with self._lock:
-            chord = self._chords.get(gid)
-            if chord is None:
-                return
+            chord = self._chords.setdefault(gid, {"parts": {}})
             # keyed by task id: a redelivered task replaces its part instead of counting twice
             chord["parts"][tid] = (request.group_index or 0, state, result)
-            size = request.chord.get("chord_size") or chord["size"]
-            if len(chord["parts"]) < size:
+            size = chord.get("size") or request.chord.get("chord_size")
+            if size is None or len(chord["parts"]) < size:
                 return
             del self._chords[gid]
         callback = maybe_signature(request.chord, app=self.app)

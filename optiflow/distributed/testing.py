@@ -29,30 +29,25 @@ def worker_env(redis_url: str, prefix: str, home: Path, **extra: str) -> dict[st
 
 
 class WorkerProcess:
-    def __init__(self, env: Mapping[str, str], queue: str, *, pool: str, concurrency: int, log: Path) -> None:
+    """``celery -A APP worker -Q QUEUE -P POOL -c N`` as a child process, its output in ``log``."""
+
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        queue: str,
+        *,
+        pool: str,
+        concurrency: int,
+        log: Path,
+        app: str = "workers.app",
+    ) -> None:
         self.name = f"{queue.rsplit('.', maxsplit=1)[-1]}-{uuid.uuid4().hex[:6]}@%h"
         self.log_path = log
         self.log = log.open("w")
+        argv = ["-A", app, "worker", "-Q", queue, "-P", pool, "-c", str(concurrency), "-n", self.name]
+        argv += ["--loglevel=INFO", "--without-gossip", "--without-mingle"]
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "workers.app",
-                "worker",
-                "-Q",
-                queue,
-                "-P",
-                pool,
-                "-c",
-                str(concurrency),
-                "-n",
-                self.name,
-                "--loglevel=INFO",
-                "--without-gossip",
-                "--without-mingle",
-            ],
+            [sys.executable, "-m", "celery", *argv],
             env=dict(env),
             cwd=ROOT,
             stdout=self.log,

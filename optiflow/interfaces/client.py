@@ -15,6 +15,7 @@ enqueues; ``optiflow worker`` processes do the work.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -176,6 +177,8 @@ class Client:
             self._worker = EmbeddedWorker(
                 self.app, concurrency=self.settings.eval_concurrency, queues=list(QUEUES)
             ).start()
+            # litellm's import takes seconds: start it now, while the job is persisted and started.
+            threading.Thread(target=_import_litellm, name="optiflow-litellm-import", daemon=True).start()
 
     def _with_baseline_snapshot(self, spec: CompressSpec) -> CompressSpec:
         if spec.baseline_overrides:
@@ -197,3 +200,9 @@ class Client:
         return spec.model_copy(
             update={"baseline_overrides": tuple(fresh), "baseline_model_params": dict(params)}
         )
+
+
+def _import_litellm() -> None:
+    from optiflow.llm.runtime import get_litellm
+
+    get_litellm()
