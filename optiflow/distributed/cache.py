@@ -49,6 +49,8 @@ class JobSignals(Protocol):
 
     def cancel(self, job_id: str) -> None: ...
 
+    def cancelled(self, job_id: str) -> bool: ...
+
     def clear(self, job_id: str) -> None: ...
 
 
@@ -89,6 +91,9 @@ class RedisJobSignals:
 
     def cancel(self, job_id: str) -> None:
         self.client.set(keys.cancelled(self.prefix, job_id), b"1", ex=SIGNAL_TTL_S)
+
+    def cancelled(self, job_id: str) -> bool:
+        return bool(self.client.exists(keys.cancelled(self.prefix, job_id)))
 
     def clear(self, job_id: str) -> None:
         flags = list(self.client.scan_iter(match=keys.regressed(self.prefix, job_id, "*"), count=1000))
@@ -137,6 +142,10 @@ class MemoryJobSignals:
     def cancel(self, job_id: str) -> None:
         with self._lock:
             self._cancelled.add(job_id)
+
+    def cancelled(self, job_id: str) -> bool:
+        with self._lock:
+            return job_id in self._cancelled
 
     def clear(self, job_id: str) -> None:
         with self._lock:

@@ -81,7 +81,7 @@ def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequenc
         return
     step = action_from_json(rec.action)
     assert isinstance(step, Step)
-    if rt.signals.skip_reason(job_id, "") == "cancelled":
+    if rt.signals.cancelled(job_id):
         _remove_step_tags(rt, job_id, step)
         complete(app, rt, job_id, "cancelled", error="cancelled by user")
         return

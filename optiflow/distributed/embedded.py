@@ -99,6 +99,7 @@ class EmbeddedWorker:
         # What `celery worker` does before starting (celery.apps.worker.Worker): make this app the
         # current and default one, so pool threads trace tasks against it and its result backend.
         setup_worker_optimizations(app, hostname)
+        self.ready = threading.Event()
         self.controller = WorkController(
             app=app,
             concurrency=concurrency,
@@ -109,11 +110,19 @@ class EmbeddedWorker:
             without_mingle=True,
             without_gossip=True,
             hostname=hostname,
+            ready_callback=lambda _consumer: self.ready.set(),
         )
         self.thread = threading.Thread(target=self.controller.start, name="optiflow-worker", daemon=True)
 
-    def start(self) -> EmbeddedWorker:
+    def start(self, timeout: float = 30.0) -> EmbeddedWorker:
+        from celery._state import _set_task_join_will_block
+
         self.thread.start()
+        self.ready.wait(timeout)
+        # The worker marks the process as "inside a task" (result.get() refuses to block); this
+        # process is also the client, which may wait on results: undo it, as Celery's own
+        # in-thread test worker does.
+        _set_task_join_will_block(False)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:

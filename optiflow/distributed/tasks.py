@@ -24,33 +24,33 @@ log = logging.getLogger(__name__)
 
 
 def register_tasks(app: Celery, rt: Runtime) -> None:
-    @app.task(name="optiflow.start", ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(name="optiflow.start", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def start(job_id: str) -> None:
         _guarded(app, rt, job_id, lambda: driver.start(app, rt, job_id))
 
-    @app.task(name="optiflow.evaluate")  # type: ignore[untyped-decorator]
+    @app.task(name="optiflow.evaluate", shared=False)  # type: ignore[untyped-decorator]
     def evaluate(
         job_id: str, experiment_id: str, tag: str, sample_id: str, run: int, guarded: bool
     ) -> dict[str, Any]:
         return work.evaluate_one(rt, job_id, experiment_id, tag, sample_id, run, guarded)
 
-    @app.task(name="optiflow.propose")  # type: ignore[untyped-decorator]
+    @app.task(name="optiflow.propose", shared=False)  # type: ignore[untyped-decorator]
     def propose(job_id: str, section: str) -> dict[str, Any]:
         return work.propose_one(rt, job_id, section)
 
-    @app.task(name="optiflow.advance", ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(name="optiflow.advance", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def advance(results: list[Any], job_id: str, step_index: int) -> None:
         _guarded(app, rt, job_id, lambda: driver.advance(app, rt, job_id, step_index, results))
 
-    @app.task(name="optiflow.finish", ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(name="optiflow.finish", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def finish(job_id: str) -> None:
         _guarded(app, rt, job_id, lambda: driver.finish(app, rt, job_id))
 
-    @app.task(name="optiflow.fail", ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(name="optiflow.fail", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def fail(job_id: str, error: str) -> None:
         driver.fail(app, rt, job_id, error)
 
-    @app.task(name="optiflow.chord_error", ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(name="optiflow.chord_error", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def chord_error(request: Any, exc: BaseException, traceback: Any, job_id: str) -> None:
         driver.fail(app, rt, job_id, f"evaluation step failed: {exc!r}")
 

@@ -60,8 +60,11 @@ def test_signals(backends: tuple[EvalCache, JobSignals]) -> None:
     assert signals.skip_reason("j", "e1") == "regressed"
     assert signals.skip_reason("j", "e2") is None
     assert signals.skip_reason("other", "e1") is None
+    assert not signals.cancelled("j")
     signals.cancel("j")
+    assert signals.cancelled("j") and not signals.cancelled("other")
     assert signals.skip_reason("j", "e2") == "cancelled"
     signals.clear("j")
+    assert not signals.cancelled("j")
     assert signals.skip_reason("j", "e1") is None
     assert signals.skip_reason("j", "e2") is None

@@ -16,7 +16,13 @@ if TYPE_CHECKING:
     from optiflow.core.result import OptimizeResult
     from optiflow.interfaces.client import Client
 
-EXAMPLE_JOB = Path(__file__).resolve().parents[3] / "examples" / "support-bot" / "job.yaml"
+EXAMPLE = Path("examples") / "support-bot" / "job.yaml"
+CHECKOUT = Path(__file__).resolve().parents[3]  # an editable install's checkout
+
+
+def example_job() -> Path:
+    """The shipped example: in the working directory, else in the checkout optiflow runs from."""
+    return EXAMPLE if EXAMPLE.exists() else CHECKOUT / EXAMPLE
 
 
 def _client() -> Client:
@@ -134,10 +140,11 @@ def worker(role: str, concurrency: int | None, loglevel: str) -> None:
 
 
 @click.command()
-@click.option("--job", "job_file", type=click.Path(path_type=Path), default=EXAMPLE_JOB, show_default=False)
+@click.option("--job", "job_file", type=click.Path(path_type=Path), default=None, help="default: the example")
 @click.option("--json", "as_json", is_flag=True)
-def demo(job_file: Path, as_json: bool) -> None:
+def demo(job_file: Path | None, as_json: bool) -> None:
     """Run the shipped example's compress job end to end and print the report."""
+    job_file = job_file or example_job()
     if not job_file.exists():
         raise ValidationError(
             "example job not found; run from an optiflow checkout or pass --job", field=str(job_file)

@@ -1,0 +1,36 @@
+"""The Celery app factory: safe settings, and apps that do not leak tasks into each other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from optiflow.distributed.app import QUEUE_CONTROL, QUEUE_EVAL, create_app, runtime_of
+from optiflow.settings import Settings
+
+TASKS = {"start", "evaluate", "propose", "advance", "finish", "fail", "chord_error"}
+
+
+def test_settings_are_json_only_late_ack_and_routed(tmp_path: Path) -> None:
+    app = create_app(Settings(redis_url="redis://127.0.0.1:6379/15", home=tmp_path), embedded=False)
+    conf = app.conf
+    assert conf.task_serializer == conf.result_serializer == "json"
+    assert conf.accept_content == ["json"]
+    assert conf.task_acks_late and conf.task_reject_on_worker_lost
+    assert conf.worker_prefetch_multiplier == 1
+    assert conf.task_routes["optiflow.evaluate"]["queue"] == QUEUE_EVAL
+    assert conf.task_default_queue == QUEUE_CONTROL
+    assert conf.worker_send_task_events and conf.task_send_sent_event  # Flower sees tasks
+    assert {f"optiflow.{t}" for t in TASKS} <= set(app.tasks)
+
+
+def test_each_app_runs_its_own_tasks(tmp_path: Path) -> None:
+    embedded = create_app(Settings(home=tmp_path / "a"), embedded=True)
+    distributed = create_app(
+        Settings(redis_url="redis://127.0.0.1:6379/15", home=tmp_path / "b"), embedded=False
+    )
+    for name in TASKS:
+        mine, theirs = distributed.tasks[f"optiflow.{name}"], embedded.tasks[f"optiflow.{name}"]
+        assert mine.app is distributed and theirs.app is embedded
+        # the function (a closure over its app's runtime) must be this app's own
+        assert mine.run is not theirs.run
+    assert runtime_of(embedded).embedded and not runtime_of(distributed).embedded
