@@ -56,16 +56,29 @@ class JobHandle:
         return self.record().status
 
     def wait(self, timeout: float | None = None, *, poll: float = 0.05) -> OptimizeResult:
-        """Block until the job replies; JobError when ``timeout`` seconds pass first."""
+        """Block until the job replies; JobError when ``timeout`` seconds pass first.
+
+        A job that has already finished is answered from the database (its reply may have expired
+        from the result backend, or, embedded, have landed in another process)."""
         from celery.exceptions import TimeoutError as CeleryTimeout
 
         deadline = None if timeout is None else time.monotonic() + timeout
+        done = self.result()
+        if done is not None:
+            return done
         if self.client.runtime.embedded:
+            next_check = time.monotonic() + 1.0
             while True:  # the reply lands in this process; poll the backend cheaply
                 meta = self.client.app.backend.get_task_meta(self.id)
                 if meta.get("status") == "SUCCESS":
                     return OptimizeResult.model_validate(meta["result"])
-                if deadline is not None and time.monotonic() > deadline:
+                now = time.monotonic()
+                if now >= next_check:  # ended by someone else (another client, a CLI cancel)
+                    next_check = now + 1.0
+                    done = self.result()
+                    if done is not None:
+                        return done
+                if deadline is not None and now > deadline:
                     raise JobError(f"job {self.id} did not finish within {timeout}s", field="timeout")
                 time.sleep(poll)
         try:
@@ -93,6 +106,7 @@ class Client:
         self.app: Celery = create_app(self.settings, embedded=embedded)
         self.runtime: Runtime = runtime_of(self.app)
         self._worker: EmbeddedWorker | None = None
+        self._embedded_jobs: list[str] = []
 
     @classmethod
     def from_env(cls) -> Client:
@@ -105,7 +119,11 @@ class Client:
         self.close()
 
     def close(self) -> None:
+        """Stop the embedded worker. An embedded job runs only in this process, so one still
+        unfinished now could never finish: it is ended ``cancelled`` instead of staying
+        ``running`` forever."""
         if self._worker is not None:
+            self._end_unfinished_embedded_jobs()
             self._worker.stop()
             self._worker = None
 
@@ -116,6 +134,8 @@ class Client:
         spec = self._with_baseline_snapshot(spec)
         job_id = uuid.uuid4().hex
         self.runtime.jobs.create(job_id, spec.kind, spec.name, spec.model_dump(mode="json"))
+        if self.runtime.embedded:
+            self._embedded_jobs.append(job_id)
         self._ensure_worker()
         self.app.tasks["optiflow.start"].apply_async(args=[job_id], task_id=f"{job_id}-start")
         return JobHandle(self, job_id)
@@ -144,9 +164,10 @@ class Client:
 
         None when the job accepted nothing."""
         if isinstance(result, str):
-            loaded = self.job(result).result()
+            job = self.job(result)
+            loaded = job.result()
             if loaded is None:
-                raise JobError(f"job {result} has not finished", field="job")
+                raise JobError(f"job {result} has not finished ({job.status()})", field="job")
             result = loaded
         result.raise_for_error()
         assert result.report is not None
@@ -169,6 +190,25 @@ class Client:
         )
 
     # -- internals ----------------------------------------------------------------------------
+    def _end_unfinished_embedded_jobs(self) -> None:
+        from optiflow.distributed import driver
+
+        for job_id in self._embedded_jobs:
+            try:
+                if self.runtime.jobs.get(job_id).finished:
+                    continue
+                driver.cancel(self.app, self.runtime, job_id)  # pending evaluations skip the model
+                driver.complete(
+                    self.app,
+                    self.runtime,
+                    job_id,
+                    "cancelled",
+                    error="cancelled: the client running it (embedded worker) closed before it finished",
+                )
+            except Exception:
+                log.warning("could not end embedded job %s", job_id, exc_info=True)
+        self._embedded_jobs.clear()
+
     def _ensure_worker(self) -> None:
         if self.runtime.embedded and self._worker is None:
             from optiflow.distributed.app import QUEUES

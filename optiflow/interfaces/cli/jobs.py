@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from optiflow.errors import ValidationError
+from optiflow.errors import JobError, NotFoundError, ValidationError
 from optiflow.interfaces.cli._common import echo, settings
 
 if TYPE_CHECKING:
@@ -31,6 +32,18 @@ def _client() -> Client:
     return Client(settings())
 
 
+def _job_client(job_id: str) -> Client:
+    """A client for a command about an existing job. Without a database there is no job, and
+    asking about one must not create the local state directory and database as a side effect."""
+    from optiflow.interfaces.client import Client
+
+    s = settings()
+    default_db = Path(s.effective_database_url.removeprefix("sqlite:///"))
+    if not s.database_url and not default_db.exists():
+        raise NotFoundError(f"no job {job_id!r}", field="job")
+    return Client(s)
+
+
 def _finish(
     client: Client, result: OptimizeResult, *, apply: bool, as_json: bool, elapsed: float | None
 ) -> None:
@@ -49,27 +62,36 @@ def _finish(
 @click.option("--wait", "wait_", is_flag=True, help="wait for the result and print it")
 @click.option("--apply", "apply_", is_flag=True, help="with --wait: apply accepted changes to stable")
 @click.option("--timeout", type=float, default=None, help="seconds to wait at most")
-@click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+@click.option("--json", "as_json", is_flag=True, help="print the result (or the job id) as JSON")
 def submit(job_file: Path, wait_: bool, apply_: bool, timeout: float | None, as_json: bool) -> None:
-    """Submit JOB_FILE (YAML). Prints the job id; --wait prints the report."""
+    """Submit JOB_FILE (YAML). Prints the job id; --wait prints the report.
+
+    On the embedded default the job runs in this process, so the command always waits; a job
+    still unfinished when the command ends (--timeout, Ctrl-C) is ended ``cancelled``."""
     if apply_ and not wait_:
         raise ValidationError("--apply needs --wait", field="--apply")
+    if timeout is not None and not timeout > 0:
+        raise ValidationError(f"must be a positive number of seconds, got {timeout}", field="--timeout")
     with _client() as client:
         if client.runtime.embedded:
             wait_ = True  # the embedded worker lives in this process: stay until the job is done
         started = time.monotonic()
         job = client.submit_file(job_file)
-        echo(f"submitted {job.id}")
-        if wait_:
-            result = job.wait(timeout)
-            _finish(client, result, apply=apply_, as_json=as_json, elapsed=time.monotonic() - started)
+        # with --json, stdout holds nothing but the JSON document
+        click.echo(f"submitted {job.id}", err=as_json)
+        if not wait_:
+            if as_json:
+                echo(json.dumps({"job_id": job.id, "status": "queued"}))
+            return
+        result = job.wait(timeout)
+        _finish(client, result, apply=apply_, as_json=as_json, elapsed=time.monotonic() - started)
 
 
 @click.command()
 @click.argument("job_id")
 def status(job_id: str) -> None:
     """Print a job's status."""
-    with _client() as client:
+    with _job_client(job_id) as client:
         rec = client.job(job_id).record()
         echo(f"{rec.id} {rec.kind} {rec.name}: {rec.status} (step {rec.step_index})")
         if rec.error:
@@ -81,12 +103,11 @@ def status(job_id: str) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def report(job_id: str, as_json: bool) -> None:
     """Print a finished job's report."""
-    with _client() as client:
-        result = client.job(job_id).result()
+    with _job_client(job_id) as client:
+        job = client.job(job_id)
+        result = job.result()
         if result is None:
-            raise ValidationError(
-                f"job {job_id} has not finished ({client.job(job_id).status()})", field="job"
-            )
+            raise JobError(f"job {job_id} has not finished ({job.status()})", field="job")
         _finish(client, result, apply=False, as_json=as_json, elapsed=None)
 
 
@@ -95,7 +116,7 @@ def report(job_id: str, as_json: bool) -> None:
 @click.option("--tag", default="stable", show_default=True)
 def apply(job_id: str, tag: str) -> None:
     """Write a finished job's accepted modifications to TAG as a new version."""
-    with _client() as client:
+    with _job_client(job_id) as client:
         version = client.apply(job_id, tag=tag)
         echo(f"{version.ns}/{version.key} {version.tag} {version.version}" if version else "nothing to apply")
 
@@ -104,9 +125,24 @@ def apply(job_id: str, tag: str) -> None:
 @click.argument("job_id")
 def cancel(job_id: str) -> None:
     """Cancel a job: pending evaluations are skipped, temporary tags removed."""
-    with _client() as client:
-        client.job(job_id).cancel()
-        echo(f"cancel requested for {job_id}")
+    with _job_client(job_id) as client:
+        job = client.job(job_id)
+        status_ = job.status()
+        if status_ in ("completed", "failed", "cancelled"):
+            echo(f"job {job_id} already {status_}: nothing to cancel")
+            return
+        if client.runtime.embedded and status_ == "running":
+            # its worker (and the cancel signal it reads) lives in the process that submitted it
+            raise JobError(
+                f"job {job_id} runs in the embedded worker of the process that submitted it; "
+                "stop that process (Ctrl-C) and the job ends cancelled",
+                field="job",
+            )
+        job.cancel()
+        if job.record().finished:
+            echo(f"cancelled {job_id}")
+        else:
+            echo(f"cancel requested for {job_id}: pending evaluations are skipped, it ends at this step")
 
 
 @click.command(name="jobs")
