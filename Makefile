@@ -16,12 +16,12 @@ test-fast:  ## unit tests only
 	$(PYTEST) -q -m "not redis and not postgres and not workers"
 
 lint:
-	ruff check optiflow workers tests
-	ruff format --check optiflow workers tests
+	ruff check optiflow workers tests bench
+	ruff format --check optiflow workers tests bench
 
 format:
-	ruff format optiflow workers tests
-	ruff check --fix optiflow workers tests
+	ruff format optiflow workers tests bench
+	ruff check --fix optiflow workers tests bench
 
 typecheck:
 	mypy

@@ -23,6 +23,7 @@ from optiflow.core.evaluation import EvalResult
 from optiflow.core.overrides import now
 from optiflow.core.prompt import path_str
 from optiflow.core.result import FinalStatus, OptimizeResult
+from optiflow.persistence.jobs import JobStatus
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -127,8 +128,10 @@ def complete(
     *,
     report: OptimizationReport | None = None,
     error: str | None = None,
-) -> OptimizeResult:
-    """End the job once: persist, remove temp tags and signals, reply under the job id."""
+    only_from: tuple[JobStatus, ...] = ("queued", "running"),
+) -> OptimizeResult | None:
+    """End the job once: persist, remove temp tags, reply under the job id. None when the job was
+    not in one of ``only_from`` (someone else ended or started it first)."""
     rec = rt.jobs.get(job_id)
     result = OptimizeResult(
         job_id=job_id,
@@ -139,10 +142,11 @@ def complete(
         completed_at=now(),
     )
     payload = result.model_dump(mode="json")
-    if rt.jobs.finish(job_id, status, result=payload, error=error):
-        remove_temp_tags(rt, job_id)
-        rt.signals.clear(job_id)
-        app.backend.store_result(job_id, payload, states.SUCCESS)
+    if not rt.jobs.finish(job_id, status, result=payload, error=error, only_from=only_from):
+        return None
+    rt.signals.cancel(job_id)  # an evaluation still queued for a finished job is skipped
+    remove_temp_tags(rt, job_id)
+    app.backend.store_result(job_id, payload, states.SUCCESS)
     return result
 
 
@@ -156,9 +160,9 @@ def cancel(app: Celery, rt: Runtime, job_id: str) -> None:
 
     A job that has not started yet is ended right away."""
     rt.signals.cancel(job_id)
-    rec = rt.jobs.get(job_id)
-    if rec.status == "queued":
-        complete(app, rt, job_id, "cancelled", error="cancelled by user")
+    # Only a job still queued ends here; once `start` has it running, `advance` ends it (a
+    # compare-and-set on the status decides which of the two wins).
+    complete(app, rt, job_id, "cancelled", error="cancelled by user", only_from=("queued",))
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -177,6 +181,9 @@ def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
             model_params=target.model_params,
             replace=True,
         )
+    if rt.jobs.get(job_id).finished:  # ended (cancelled, failed) while the tags were written
+        _remove_step_tags(rt, job_id, step)
+        return
     evaluate, propose = app.tasks["optiflow.evaluate"], app.tasks["optiflow.propose"]
     header = [propose.s(job_id, path_str(p)) for p in step.propose]
     # Interleave runs, samples and targets so each candidate meets its guarded samples early:

@@ -16,6 +16,8 @@ from celery.backends.base import KeyValueStoreBackend
 from celery.canvas import maybe_signature
 from celery.exceptions import ChordError
 
+from optiflow.errors import ConfigError
+
 EMBEDDED_BACKEND = "optiflow.distributed.embedded:InProcessBackend"
 
 
@@ -88,30 +90,49 @@ class InProcessBackend(KeyValueStoreBackend):  # type: ignore[misc]
 
 
 class EmbeddedWorker:
-    """A Celery WorkController (threads pool) consuming every optiflow queue in a daemon thread."""
+    """A Celery WorkController (threads pool) consuming every optiflow queue in a daemon thread.
+
+    One per process: Celery's worker set-up (current app, task registry of the trace fast path,
+    the shutdown flag) is process-wide, so a second worker would run the first one's tasks.
+    """
+
+    _running: EmbeddedWorker | None = None
+    _guard = threading.Lock()
 
     def __init__(self, app: Celery, *, concurrency: int, queues: list[str]) -> None:
         from celery.app.trace import setup_worker_optimizations
         from celery.worker import WorkController
 
-        self.app = app
-        hostname = f"optiflow-embedded@{threading.get_ident()}"
-        # What `celery worker` does before starting (celery.apps.worker.Worker): make this app the
-        # current and default one, so pool threads trace tasks against it and its result backend.
-        setup_worker_optimizations(app, hostname)
-        self.ready = threading.Event()
-        self.controller = WorkController(
-            app=app,
-            concurrency=concurrency,
-            pool="threads",
-            queues=queues,
-            loglevel="WARNING",
-            without_heartbeat=True,
-            without_mingle=True,
-            without_gossip=True,
-            hostname=hostname,
-            ready_callback=lambda _consumer: self.ready.set(),
-        )
+        with EmbeddedWorker._guard:
+            if EmbeddedWorker._running is not None:
+                raise ConfigError(
+                    "an embedded worker already runs in this process: close its Client first, or set "
+                    "OPTIFLOW_REDIS_URL and run `optiflow worker` processes",
+                    field="embedded",
+                )
+            EmbeddedWorker._running = self
+        try:
+            self.app = app
+            hostname = f"optiflow-embedded@{threading.get_ident()}"
+            # What `celery worker` does before starting (celery.apps.worker.Worker): make this app the
+            # current and default one, so pool threads trace tasks against it and its result backend.
+            setup_worker_optimizations(app, hostname)
+            self.ready = threading.Event()
+            self.controller = WorkController(
+                app=app,
+                concurrency=concurrency,
+                pool="threads",
+                queues=queues,
+                loglevel="WARNING",
+                without_heartbeat=True,
+                without_mingle=True,
+                without_gossip=True,
+                hostname=hostname,
+                ready_callback=lambda _consumer: self.ready.set(),
+            )
+        except BaseException:
+            EmbeddedWorker._running = None
+            raise
         self.thread = threading.Thread(target=self.controller.start, name="optiflow-worker", daemon=True)
 
     def start(self, timeout: float = 30.0) -> EmbeddedWorker:
@@ -131,3 +152,6 @@ class EmbeddedWorker:
         state.should_terminate = 0
         self.thread.join(timeout)
         state.should_terminate = None
+        with EmbeddedWorker._guard:
+            if EmbeddedWorker._running is self:
+                EmbeddedWorker._running = None

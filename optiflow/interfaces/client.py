@@ -23,10 +23,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from optiflow.core.compress import CompressSpec
+from optiflow.core.compress import TEMP_TAG_PREFIX, CompressSpec
 from optiflow.core.overrides import STABLE, SectionOverride, Version, check_tag
 from optiflow.core.result import OptimizeResult
-from optiflow.errors import JobError
+from optiflow.errors import JobError, ValidationError
 from optiflow.persistence.jobs import JobRecord, JobStatus
 from optiflow.settings import Settings
 
@@ -131,13 +131,21 @@ class Client:
     def submit(self, spec: CompressSpec) -> JobHandle:
         """Validate, snapshot the baseline tag's overrides into the spec, persist, enqueue."""
         check_tag(spec.baseline_tag)
+        if spec.baseline_tag.startswith(TEMP_TAG_PREFIX):
+            raise ValidationError(
+                f"tags starting with {TEMP_TAG_PREFIX!r} are temporary", field="baseline_tag"
+            )
         spec = self._with_baseline_snapshot(spec)
         job_id = uuid.uuid4().hex
         self.runtime.jobs.create(job_id, spec.kind, spec.name, spec.model_dump(mode="json"))
         if self.runtime.embedded:
             self._embedded_jobs.append(job_id)
         self._ensure_worker()
-        self.app.tasks["optiflow.start"].apply_async(args=[job_id], task_id=f"{job_id}-start")
+        try:
+            self.app.tasks["optiflow.start"].apply_async(args=[job_id], task_id=f"{job_id}-start")
+        except Exception as exc:  # never leave a job 'queued' that nobody will start
+            self.runtime.jobs.finish(job_id, "failed", error=f"could not enqueue: {exc}")
+            raise JobError(f"could not enqueue job {job_id}: {exc}", field="broker") from exc
         return JobHandle(self, job_id)
 
     def submit_compress(self, **fields: Any) -> JobHandle:
@@ -197,7 +205,7 @@ class Client:
             try:
                 if self.runtime.jobs.get(job_id).finished:
                     continue
-                driver.cancel(self.app, self.runtime, job_id)  # pending evaluations skip the model
+                self.runtime.signals.cancel(job_id)  # pending evaluations skip the model
                 driver.complete(
                     self.app,
                     self.runtime,

@@ -159,12 +159,14 @@ class JobRepository:
         *,
         result: dict[str, JSONValue] | None = None,
         error: str | None = None,
+        only_from: tuple[JobStatus, ...] = ("queued", "running"),
     ) -> bool:
-        """Mark a job finished; False when it already was (the first writer wins)."""
+        """Mark a job finished if its status is one of ``only_from``; False otherwise (the first
+        writer wins)."""
         with self.engine.begin() as conn:
             res = conn.execute(
                 jobs_table.update()
-                .where(jobs_table.c.id == job_id, jobs_table.c.status.in_(("queued", "running")))
+                .where(jobs_table.c.id == job_id, jobs_table.c.status.in_(only_from))
                 .values(status=status, result=_dump(result), error=error, action=None, updated_at=_now())
             )
         return bool(res.rowcount)

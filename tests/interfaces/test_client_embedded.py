@@ -215,38 +215,3 @@ def test_demo_and_submit_json_on_a_clean_environment(tmp_path: Path, reference: 
     with contextlib.closing(__import__("sqlite3").connect(tmp_path / "home" / "optiflow.db")) as db:
         rows = sorted(db.execute("select id, status from optiflow_jobs"))
     assert rows == sorted([(job_id, "completed"), (doc["job_id"], "completed")])
-
-
-# -- more than one embedded client in a process ---------------------------------------------------
-# These stop every embedded worker of the process (see the xfail below), so they come last.
-
-
-def test_closing_the_client_ends_its_unfinished_jobs(tmp_path: Path) -> None:
-    """An embedded job lives in its client's process: closing the client must not leave it
-    'running' forever in the database."""
-    settings = embedded_settings(tmp_path)
-    with Client(settings) as c:
-        job = c.submit_file(EXAMPLE, model={"model": "optiflow/sim", "params": {"sim_latency_ms": 50}})
-        with pytest.raises(JobError):
-            job.wait(timeout=0.2)
-    with Client(settings) as reader:
-        rec = reader.job(job.id).record()
-        assert rec.status == "cancelled", rec.status
-        assert rec.error and "closed" in rec.error
-        assert reader.job(job.id).wait(timeout=1).status == "cancelled"  # answered from the database
-        assert [t for t in reader.runtime.store.list_tags(NS, KEY) if t.startswith("opt-")] == []
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="EmbeddedWorker.stop sets celery.worker.state.should_terminate, a process-wide flag: "
-    "closing one embedded client stops the worker of every other (optiflow/distributed/embedded.py)",
-)
-def test_closing_one_embedded_client_leaves_another_working(tmp_path: Path) -> None:
-    with Client(embedded_settings(tmp_path / "a")) as a:
-        a._ensure_worker()
-        assert a._worker is not None
-        with Client(embedded_settings(tmp_path / "b")) as b:
-            b._ensure_worker()
-        a._worker.thread.join(1.0)
-        assert a._worker.thread.is_alive(), "closing client b stopped client a's worker"
