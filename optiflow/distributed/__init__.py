@@ -1,1 +1,1 @@
-"""Everything that knows Celery: app factory, thin tasks, the driver, eval cache and job signals."""
+"""Everything that knows Celery: app factory, thin tasks, the driver, eval cache and job signals (scratch)."""

@@ -82,7 +82,7 @@ def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequenc
         return
     step = action_from_json(rec.action)
     assert isinstance(step, Step)
-    if rt.signals.cancelled(job_id):
+    if rt.scratch.cancelled(job_id):
         _remove_step_tags(rt, job_id, step)
         complete(app, rt, job_id, "cancelled", error="cancelled by user")
         return
@@ -144,7 +144,7 @@ def complete(
     payload = result.model_dump(mode="json")
     if not rt.jobs.finish(job_id, status, result=payload, error=error, only_from=only_from):
         return None
-    rt.signals.cancel(job_id)  # an evaluation still queued for a finished job is skipped
+    rt.scratch.cancel(job_id)  # an evaluation still queued for a finished job is skipped
     remove_temp_tags(rt, job_id)
     app.backend.store_result(job_id, payload, states.SUCCESS)
     return result
@@ -159,7 +159,7 @@ def cancel(app: Celery, rt: Runtime, job_id: str) -> None:
     """Pending evaluations are skipped; the next ``advance`` ends the job ``cancelled``.
 
     A job that has not started yet is ended right away."""
-    rt.signals.cancel(job_id)
+    rt.scratch.cancel(job_id)
     # Only a job still queued ends here; once `start` has it running, `advance` ends it (a
     # compare-and-set on the status decides which of the two wins).
     complete(app, rt, job_id, "cancelled", error="cancelled by user", only_from=("queued",))

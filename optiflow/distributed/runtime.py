@@ -1,4 +1,4 @@
-"""Per-process resources of a worker (or of the embedded client): store, jobs, cache, signals.
+"""Per-process resources of a worker (or of the embedded client): store, jobs, job scratch.
 
 Built lazily from :class:`~optiflow.settings.Settings`. Job specs are immutable after submission,
 and temporary tags are written once before their step, so both are memoized per process: an
@@ -15,14 +15,7 @@ from typing import TYPE_CHECKING, Any
 from optiflow.core.compress import CompressSpec, CompressWorkflow
 from optiflow.core.dataset import Sample
 from optiflow.core.overrides import PromptOverrides
-from optiflow.distributed.cache import (
-    EvalCache,
-    JobSignals,
-    MemoryEvalCache,
-    MemoryJobSignals,
-    RedisEvalCache,
-    RedisJobSignals,
-)
+from optiflow.distributed.scratch import JobScratch, MemoryJobScratch, RedisJobScratch
 from optiflow.errors import ConfigError
 from optiflow.persistence import JobRepository
 from optiflow.settings import Settings
@@ -81,16 +74,10 @@ class Runtime:
         return JobRepository(self.settings.effective_database_url)
 
     @cached_property
-    def cache(self) -> EvalCache:
+    def scratch(self) -> JobScratch:
         if self.embedded:
-            return MemoryEvalCache()
-        return RedisEvalCache(self.redis, self.settings.key_prefix)
-
-    @cached_property
-    def signals(self) -> JobSignals:
-        if self.embedded:
-            return MemoryJobSignals()
-        return RedisJobSignals(self.redis, self.settings.key_prefix)
+            return MemoryJobScratch()
+        return RedisJobScratch(self.redis, self.settings.key_prefix)
 
     # -- memoized per process -------------------------------------------------------------------
     def spec(self, job_id: str) -> CompressSpec:

@@ -14,7 +14,7 @@ from optiflow.core.actions import ProposalError, SectionEdit
 from optiflow.core.compress import CompressSpec
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.prompt import SectionPath, parse_path
-from optiflow.distributed.cache import cache_key
+from optiflow.distributed.scratch import cache_key
 
 if TYPE_CHECKING:
     from optiflow.distributed.runtime import Runtime
@@ -27,11 +27,6 @@ def evaluate_one(
 ) -> dict[str, Any]:
     from optiflow.evaluator import evaluate
 
-    skip = rt.signals.skip_reason(job_id, experiment_id)
-    if skip is not None:
-        return _out(
-            EvalResult(experiment_id=experiment_id, sample_id=sample_id, run=run, skipped=True, reason=skip)
-        )
     spec = rt.spec(job_id)
     overrides = rt.overrides(spec.prompt.ns, spec.prompt.key, tag)
     sample = rt.sample(job_id, sample_id)
@@ -48,9 +43,14 @@ def evaluate_one(
             "run": run,
         }
     )
-    hit = rt.cache.get(job_id, key)
+    skip, hit = rt.scratch.lookup(job_id, experiment_id, key)
+    if skip is not None:
+        return _out(
+            EvalResult(experiment_id=experiment_id, sample_id=sample_id, run=run, skipped=True, reason=skip)
+        )
     if hit is not None:
         result = hit.model_copy(update={"experiment_id": experiment_id, "run": run, "cached": True})
+        fresh = None
     else:
         result = evaluate(
             prompt=spec.prompt,
@@ -62,10 +62,10 @@ def evaluate_one(
             experiment_id=experiment_id,
             python_checks=rt.settings.python_checks,
         )
-        if result.error is None:  # errors are retried on resume, never cached
-            rt.cache.put(job_id, key, result)
-    if guarded and not (result.success and result.passed):
-        rt.signals.mark_regressed(job_id, experiment_id)
+        fresh = result if result.error is None else None  # errors are retried, never cached
+    regressed = guarded and not (result.success and result.passed)
+    if fresh is not None or regressed:
+        rt.scratch.record(job_id, experiment_id, key, fresh, regressed)
     return _out(result)
 
 

@@ -205,7 +205,7 @@ class Client:
             try:
                 if self.runtime.jobs.get(job_id).finished:
                     continue
-                self.runtime.signals.cancel(job_id)  # pending evaluations skip the model
+                self.runtime.scratch.cancel(job_id)  # pending evaluations skip the model
                 driver.complete(
                     self.app,
                     self.runtime,

@@ -1,0 +1,149 @@
+"""Per-job scratch state that evaluations share: the eval cache and the job's signals.
+
+Eval cache: an evaluation is a pure function of (model config, rendered prompt, sample, check,
+run index) as far as optiflow is concerned, so its compact result is cached under a hash of
+those, scoped to the job. A greedy step equal to an evaluated set, a redelivered task and a
+re-run step then cost no model call.
+
+Signals: a candidate that regressed once is marked so its remaining evaluations are skipped
+(fail-fast); a cancelled or finished job is marked so all of its pending evaluations are skipped.
+
+An evaluate task touches this state twice, and each touch is ONE round trip on Redis:
+:meth:`JobScratch.lookup` before the model call (signals and cache together) and
+:meth:`JobScratch.record` after it (cache entry and regression mark together). On this machine
+the separate round trips cost about as much as the model call itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from optiflow.core.evaluation import EvalResult
+from optiflow.stores import keys
+
+if TYPE_CHECKING:
+    import redis
+
+Skip = Literal["cancelled", "regressed"] | None
+CACHE_TTL_S = 7 * 24 * 3600
+SIGNAL_TTL_S = 2 * 24 * 3600
+
+
+def cache_key(payload: dict[str, object]) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class JobScratch(Protocol):
+    def lookup(self, job_id: str, experiment_id: str, key: str) -> tuple[Skip, EvalResult | None]:
+        """Why an evaluation should not call the model (cancelled, regressed), else its cached
+        result if any."""
+        ...
+
+    def record(
+        self, job_id: str, experiment_id: str, key: str, result: EvalResult | None, regressed: bool
+    ) -> None:
+        """Cache ``result`` (when given) and mark the experiment regressed (when ``regressed``)."""
+        ...
+
+    def cancel(self, job_id: str) -> None:
+        """Every pending evaluation of the job is skipped from now on."""
+        ...
+
+    def cancelled(self, job_id: str) -> bool: ...
+
+    def clear(self, job_id: str) -> None:
+        """Forget the job's signals and cached results (a resumed job starts clean)."""
+        ...
+
+
+class RedisJobScratch:
+    def __init__(self, client: redis.Redis[Any], prefix: str, cache_ttl_s: int = CACHE_TTL_S) -> None:
+        self.client, self.prefix, self.cache_ttl_s = client, prefix, cache_ttl_s
+
+    def lookup(self, job_id: str, experiment_id: str, key: str) -> tuple[Skip, EvalResult | None]:
+        cancelled, regressed, cached = self.client.mget(
+            keys.cancelled(self.prefix, job_id),
+            keys.regressed(self.prefix, job_id, experiment_id),
+            keys.eval_cache(self.prefix, job_id, key),
+        )
+        if cancelled is not None:
+            return "cancelled", None
+        if regressed is not None:
+            return "regressed", None
+        return None, None if cached is None else EvalResult.model_validate_json(cached)
+
+    def record(
+        self, job_id: str, experiment_id: str, key: str, result: EvalResult | None, regressed: bool
+    ) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        if result is not None:
+            pipe.set(
+                keys.eval_cache(self.prefix, job_id, key),
+                result.compact().model_dump_json(),
+                ex=self.cache_ttl_s,
+            )
+        if regressed:
+            pipe.set(keys.regressed(self.prefix, job_id, experiment_id), b"1", ex=SIGNAL_TTL_S)
+        pipe.execute()
+
+    def cancel(self, job_id: str) -> None:
+        self.client.set(keys.cancelled(self.prefix, job_id), b"1", ex=SIGNAL_TTL_S)
+
+    def cancelled(self, job_id: str) -> bool:
+        return bool(self.client.exists(keys.cancelled(self.prefix, job_id)))
+
+    def clear(self, job_id: str) -> None:
+        found = [keys.cancelled(self.prefix, job_id)]
+        for pattern in (keys.regressed(self.prefix, job_id, "*"), keys.eval_cache(self.prefix, job_id, "*")):
+            found += self.client.scan_iter(match=pattern, count=1000)
+        for i in range(0, len(found), 500):
+            self.client.delete(*found[i : i + 500])
+
+
+class MemoryJobScratch:
+    """In-process scratch for the embedded mode (one process runs the client and the worker)."""
+
+    def __init__(self, max_entries: int = 200_000) -> None:
+        self._cache: OrderedDict[tuple[str, str], EvalResult] = OrderedDict()
+        self._cancelled: set[str] = set()
+        self._regressed: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self.max_entries = max_entries
+
+    def lookup(self, job_id: str, experiment_id: str, key: str) -> tuple[Skip, EvalResult | None]:
+        with self._lock:
+            if job_id in self._cancelled:
+                return "cancelled", None
+            if (job_id, experiment_id) in self._regressed:
+                return "regressed", None
+            return None, self._cache.get((job_id, key))
+
+    def record(
+        self, job_id: str, experiment_id: str, key: str, result: EvalResult | None, regressed: bool
+    ) -> None:
+        with self._lock:
+            if result is not None:
+                self._cache[(job_id, key)] = result.compact()
+                while len(self._cache) > self.max_entries:
+                    self._cache.popitem(last=False)
+            if regressed:
+                self._regressed.add((job_id, experiment_id))
+
+    def cancel(self, job_id: str) -> None:
+        with self._lock:
+            self._cancelled.add(job_id)
+
+    def cancelled(self, job_id: str) -> bool:
+        with self._lock:
+            return job_id in self._cancelled
+
+    def clear(self, job_id: str) -> None:
+        with self._lock:
+            self._cancelled.discard(job_id)
+            self._regressed = {x for x in self._regressed if x[0] != job_id}
+            for k in [k for k in self._cache if k[0] == job_id]:
+                del self._cache[k]
