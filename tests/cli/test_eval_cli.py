@@ -5,22 +5,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from optiflow.core.overrides import SectionOverride
 from optiflow.files import load_prompt
-from optiflow.interfaces.cli import run
 from optiflow.llm.simulated import split_sentences
+from tests.cli.conftest import Cli
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "support-bot"
 PROMPT = str(EXAMPLE / "prompt.yaml")
 DATASET = str(EXAMPLE / "dataset.jsonl")
 NO_RULE = ["warranty-1", "warranty-2", "giftcard-1", "giftcard-2", "loyalty-1"]
-
-Cli = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
@@ -30,20 +27,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("OPTIFLOW_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("OPTIFLOW_RETRY_BACKOFF_S", "0.001")
     return tmp_path / "home"
-
-
-@pytest.fixture
-def cli(home: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
-    def invoke(*args: str) -> tuple[int, str, str]:
-        try:
-            run(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return invoke
 
 
 def test_eval_a_prompt_file_without_any_store(cli: Cli, home: Path) -> None:

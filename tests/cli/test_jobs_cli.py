@@ -11,19 +11,16 @@ from __future__ import annotations
 import re
 import shutil
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
 from optiflow.distributed.testing import ROOT
-from optiflow.interfaces.cli import run
+from tests.cli.conftest import Cli
 
 EXAMPLE_DIR = ROOT / "examples" / "support-bot"
 ERROR_LINE = re.compile(r"^error\[[a-z_]+\]: \S.*: \S.*$")
-
-Cli = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
@@ -33,22 +30,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("OPTIFLOW_HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
     return tmp_path / "home"
-
-
-@pytest.fixture
-def cli(home: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """Run ``optiflow ARGS...`` in process: (exit code, stdout, stderr)."""
-
-    def invoke(*args: str) -> tuple[int, str, str]:
-        try:
-            run(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return invoke
 
 
 @pytest.fixture

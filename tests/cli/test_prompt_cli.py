@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from optiflow.core.overrides import SectionOverride
 from optiflow.core.prompt import section_hash
-from optiflow.interfaces.cli import run
 from optiflow.stores import FilesystemOverridesStore
+from tests.cli.conftest import Cli
 
 PROMPT_YAML = """\
 ns: support
@@ -32,8 +31,6 @@ user: "Customer: ${input}"
 """
 REFUNDS = "Refunds are possible within 30 days of purchase."
 
-Cli = Callable[..., tuple[int, str, str]]
-
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -41,22 +38,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("OPTIFLOW_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
-
-
-@pytest.fixture
-def cli(home: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """Run ``optiflow ARGS...`` in process: (exit code, stdout, stderr)."""
-
-    def invoke(*args: str) -> tuple[int, str, str]:
-        try:
-            run(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return invoke
 
 
 @pytest.fixture
