@@ -20,7 +20,7 @@ from optiflow.core.base import Frozen, JSONValue
 from optiflow.errors import ValidationError
 
 if TYPE_CHECKING:
-    from optiflow.core.overrides import PromptOverrides
+    from optiflow.core.overrides import PromptOverrides, SectionOverride
 
 log = logging.getLogger(__name__)
 
@@ -170,16 +170,16 @@ class Prompt(Frozen):
             }
         )
 
-    def effective_bodies(self, overrides: PromptOverrides | None) -> dict[SectionPath, str]:
-        """Each section's body once the fresh overrides of ``overrides`` are applied.
+    def fresh_overrides(self, overrides: PromptOverrides | None) -> tuple[SectionOverride, ...]:
+        """The overrides that apply to this prompt as it is now.
 
-        A stale override (its ``expected_hash`` is not the section's current hash) is skipped
-        with a warning; an override of an unknown section is ignored the same way.
+        A stale override (its ``expected_hash`` is not the section's current hash), an override
+        of an unknown section and one of a frozen section are skipped with a warning.
         """
-        bodies = {s.path: s.body for s in self.sections}
         if overrides is None:
-            return bodies
+            return ()
         current = {s.path: s for s in self.sections}
+        fresh = []
         for ov in overrides.sections:
             base = current.get(ov.path)
             if base is None:
@@ -194,7 +194,13 @@ class Prompt(Frozen):
             elif base.frozen:
                 log.warning("override of frozen section %s of %s skipped", path_str(ov.path), self.id)
             else:
-                bodies[ov.path] = ov.body
+                fresh.append(ov)
+        return tuple(fresh)
+
+    def effective_bodies(self, overrides: PromptOverrides | None) -> dict[SectionPath, str]:
+        """Each section's body once the fresh overrides of ``overrides`` are applied."""
+        bodies = {s.path: s.body for s in self.sections}
+        bodies.update((ov.path, ov.body) for ov in self.fresh_overrides(overrides))
         return bodies
 
     def render(

@@ -234,20 +234,9 @@ class Client:
         current = self.runtime.store.resolve(spec.prompt.ns, spec.prompt.key, spec.baseline_tag)
         if current is None:
             return spec
-        fresh = []
-        hashes = {s.path: (s.hash, s.frozen) for s in spec.prompt.sections}
-        for ov in current.sections:
-            h = hashes.get(ov.path)
-            if h is None or h[0] != ov.expected_hash or h[1]:
-                log.warning(
-                    "baseline tag %s: override of %s is stale and ignored", spec.baseline_tag, ov.path
-                )
-                continue
-            fresh.append(ov)
+        fresh = spec.prompt.fresh_overrides(current)  # stale ones are skipped with a warning
         params: Mapping[str, Any] = current.model_params
-        return spec.model_copy(
-            update={"baseline_overrides": tuple(fresh), "baseline_model_params": dict(params)}
-        )
+        return spec.model_copy(update={"baseline_overrides": fresh, "baseline_model_params": dict(params)})
 
 
 def _import_litellm() -> None:
