@@ -27,7 +27,7 @@ from optiflow.core.dataset import Dataset, Sample
 from optiflow.core.evaluation import EvalResult, EvalSummary, TrialSummary, summarize, trial_summary
 from optiflow.core.model import ModelConfig
 from optiflow.core.overrides import PromptOverrides
-from optiflow.core.prompt import Prompt
+from optiflow.core.prompt import Prompt, RenderedPrompt
 from optiflow.errors import ModelProviderError, OptiflowError, ValidationError
 
 
@@ -99,17 +99,49 @@ def evaluate(
     python_checks: Sequence[str] = (),
 ) -> EvalResult:
     """Render, call the model, judge: one :class:`EvalResult` for (experiment, sample, run)."""
+    try:
+        rendered = prompt.render(sample.input, overrides=overrides)
+    except OptiflowError as exc:
+        return render_failure(exc, sample=sample, run=run, experiment_id=experiment_id)
+    return evaluate_rendered(
+        rendered=rendered,
+        sample=sample,
+        check=check,
+        model=model.with_params(rendered.model_params),
+        run=run,
+        experiment_id=experiment_id,
+        python_checks=python_checks,
+    )
+
+
+def render_failure(exc: OptiflowError, *, sample: Sample, run: int, experiment_id: str) -> EvalResult:
+    return EvalResult(
+        experiment_id=experiment_id,
+        sample_id=sample.id,
+        run=run,
+        error=f"render: {exc}",
+        reason="prompt could not be rendered",
+    )
+
+
+def evaluate_rendered(
+    *,
+    rendered: RenderedPrompt,
+    sample: Sample,
+    check: CheckSpec,
+    model: ModelConfig,
+    run: int,
+    experiment_id: str,
+    python_checks: Sequence[str] = (),
+) -> EvalResult:
+    """Call ``model`` (the tag's params already layered on) with an already rendered prompt and
+    judge the answer. The distributed evaluate task renders once, for its cache key, and calls this."""
     from optiflow.llm.completion import complete
     from optiflow.llm.judge import judge
 
     resolver = _check_python(check, python_checks)
     base = {"experiment_id": experiment_id, "sample_id": sample.id, "run": run}
-    try:
-        rendered = prompt.render(sample.input, overrides=overrides)
-    except OptiflowError as exc:
-        return EvalResult(**base, error=f"render: {exc}", reason="prompt could not be rendered")
-    config = model.with_params(rendered.model_params)
-    result = complete(config, rendered.messages(), metadata=dict(base))
+    result = complete(model, rendered.messages(), metadata=dict(base))
     usage = {
         "prompt_tokens": result.prompt_tokens,
         "completion_tokens": result.completion_tokens,

@@ -15,6 +15,7 @@ from optiflow.core.compress import CompressSpec
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.prompt import SectionPath, parse_path
 from optiflow.distributed.scratch import cache_key
+from optiflow.errors import OptiflowError
 
 if TYPE_CHECKING:
     from optiflow.distributed.runtime import Runtime
@@ -25,13 +26,16 @@ log = logging.getLogger(__name__)
 def evaluate_one(
     rt: Runtime, job_id: str, experiment_id: str, tag: str, sample_id: str, run: int, guarded: bool
 ) -> dict[str, Any]:
-    from optiflow.evaluator import evaluate
+    from optiflow.evaluator import evaluate_rendered, render_failure
 
     spec = rt.spec(job_id)
     overrides = rt.overrides(spec.prompt.ns, spec.prompt.key, tag)
     sample = rt.sample(job_id, sample_id)
-    model = spec.model.with_params(overrides.model_params if overrides else {})
-    rendered = spec.prompt.render(sample.input, overrides=overrides)
+    try:
+        rendered = spec.prompt.render(sample.input, overrides=overrides)
+    except OptiflowError as exc:  # a failing record, never a raise: the chord must complete
+        return _out(render_failure(exc, sample=sample, run=run, experiment_id=experiment_id))
+    model = spec.model.with_params(rendered.model_params)
     key = cache_key(
         {
             "model": model.fingerprint(),
@@ -52,9 +56,8 @@ def evaluate_one(
         result = hit.model_copy(update={"experiment_id": experiment_id, "run": run, "cached": True})
         fresh = None
     else:
-        result = evaluate(
-            prompt=spec.prompt,
-            overrides=overrides,
+        result = evaluate_rendered(
+            rendered=rendered,
             sample=sample,
             check=spec.check,
             model=model,
