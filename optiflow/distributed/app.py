@@ -75,17 +75,13 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
     )
     if not embedded:
         # A worker pays litellm's import (seconds) before it says "ready", not in its first job.
-        worker_init.connect(_import_litellm, weak=False)
+        from optiflow.llm.runtime import preload
+
+        worker_init.connect(preload, weak=False)
     runtime = Runtime(settings, embedded=embedded)
     app.optiflow_runtime = runtime
     register_tasks(app, runtime)
     return app
-
-
-def _import_litellm(**_: Any) -> None:
-    from optiflow.llm.runtime import get_litellm
-
-    get_litellm()
 
 
 def runtime_of(app: Celery) -> Runtime:

@@ -226,7 +226,9 @@ class Client:
                 self.app, concurrency=self.settings.eval_concurrency, queues=list(QUEUES)
             ).start()
             # litellm's import takes seconds: start it now, while the job is persisted and started.
-            threading.Thread(target=_import_litellm, name="optiflow-litellm-import", daemon=True).start()
+            from optiflow.llm.runtime import preload
+
+            threading.Thread(target=preload, name="optiflow-litellm-import", daemon=True).start()
 
     def _with_baseline_snapshot(self, spec: CompressSpec) -> CompressSpec:
         if spec.baseline_overrides:
@@ -237,9 +239,3 @@ class Client:
         fresh = spec.prompt.fresh_overrides(current)  # stale ones are skipped with a warning
         params: Mapping[str, Any] = current.model_params
         return spec.model_copy(update={"baseline_overrides": fresh, "baseline_model_params": dict(params)})
-
-
-def _import_litellm() -> None:
-    from optiflow.llm.runtime import get_litellm
-
-    get_litellm()

@@ -58,6 +58,12 @@ def get_litellm() -> Any:
     return _litellm
 
 
+def preload(**_: Any) -> None:
+    """Import and configure litellm now (seconds here) rather than in the first model call:
+    a ``worker_init`` signal receiver and the embedded client's background thread."""
+    get_litellm()
+
+
 def _configure(litellm: Any) -> None:
     litellm.disable_hf_tokenizer_download = True
     litellm.suppress_debug_info = True

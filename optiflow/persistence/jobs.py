@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -170,10 +169,6 @@ class JobRepository:
                 .values(status=status, result=_dump(result), error=error, action=None, updated_at=_now())
             )
         return bool(res.rowcount)
-
-    def delete(self, job_ids: Sequence[str]) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(jobs_table.delete().where(jobs_table.c.id.in_(list(job_ids))))
 
 
 def _make_engine(url: str) -> Engine:
