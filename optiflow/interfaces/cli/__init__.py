@@ -21,6 +21,9 @@ def _register() -> None:
 
     main.add_command(prompt.prompt)
     main.add_command(evaluate.eval_command)
+    from optiflow.interfaces.cli.model import model as model_group
+
+    main.add_command(model_group)
     for command in jobs.COMMANDS:
         main.add_command(command)
 
