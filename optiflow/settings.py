@@ -28,6 +28,11 @@ class Settings(BaseSettings):
     python_checks: list[str] = Field(default_factory=list, description="allowlist for python checks")
     eval_concurrency: int = Field(default=16, ge=1, le=512)
     job_timeout_s: float = Field(default=6 * 3600, gt=0)
+    task_events: bool = Field(
+        default=False,
+        description="workers always send task events; off by default because Flower turns them on "
+        "while it runs (its enable_events broadcast), so nobody pays for events nobody watches",
+    )
 
     @property
     def distributed(self) -> bool:

@@ -68,7 +68,8 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
         result_expires=7 * 24 * 3600,
         result_chord_join_timeout=30,
         broker_connection_retry_on_startup=True,
-        worker_send_task_events=not embedded,
+        # Flower broadcasts enable_events while it runs; OPTIFLOW_TASK_EVENTS=true sends them always.
+        worker_send_task_events=settings.task_events and not embedded,
         task_send_sent_event=not embedded,
         worker_hijack_root_logger=False,
         enable_utc=True,

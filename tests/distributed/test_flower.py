@@ -1,0 +1,100 @@
+"""Flower shows optiflow's tasks by name with the job id in their arguments.
+
+Workers do not send task events by default (OPTIFLOW_TASK_EVENTS=false): Flower broadcasts
+``enable_events`` while it runs, so events cost nothing when nobody watches. This test runs the
+real ``celery -A workers.app flower`` against real workers and reads its HTTP API.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from optiflow.distributed.testing import ROOT, running_workers, worker_env
+from optiflow.interfaces.client import Client
+from optiflow.jobfile import load_job
+from optiflow.settings import Settings
+
+pytestmark = [pytest.mark.redis, pytest.mark.workers]
+EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def test_flower_lists_optiflow_tasks_with_job_id(redis_url: str, redis_prefix: str, tmp_path: Path) -> None:
+    env = worker_env(redis_url, redis_prefix, tmp_path, FLOWER_UNAUTHENTICATED_API="true")
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "flower.log").open("w")
+    flower = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "workers.app",
+            "flower",
+            f"--port={port}",
+            "--address=127.0.0.1",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        with running_workers(env, tmp_path, eval_workers=1, eval_concurrency=8):
+            deadline = time.monotonic() + 60
+            while True:  # Flower answers, and has met the workers (its enable_events reached them)
+                try:
+                    if len(_get(f"{base}/api/workers?refresh=1")) >= 2:
+                        break
+                except OSError:
+                    pass
+                assert time.monotonic() < deadline, (tmp_path / "flower.log").read_text()[-2000:]
+                time.sleep(0.5)
+            time.sleep(6)  # one enable_events period (5 s), so events are on before the job runs
+            settings = Settings(
+                redis_url=redis_url,
+                key_prefix=redis_prefix,
+                home=tmp_path,
+                database_url=env["OPTIFLOW_DATABASE_URL"],
+            )
+            with Client(settings, embedded=False) as client:
+                job = client.submit(load_job(EXAMPLE))
+                job.wait(timeout=180).raise_for_error()
+            deadline = time.monotonic() + 20
+            while True:
+                tasks = _get(f"{base}/api/tasks?taskname=optiflow.evaluate&limit=5")
+                if tasks:
+                    break
+                assert time.monotonic() < deadline, "Flower saw no optiflow.evaluate task"
+                time.sleep(0.5)
+            assert all(job.id in t["args"] for t in tasks.values())
+            advance = _get(f"{base}/api/tasks?taskname=optiflow.advance&limit=5")
+            assert advance and all(job.id in t["args"] for t in advance.values())
+    finally:
+        flower.terminate()
+        try:
+            flower.wait(10)
+        except subprocess.TimeoutExpired:
+            flower.kill()
+        log.close()
