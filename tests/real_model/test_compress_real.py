@@ -1,0 +1,90 @@
+"""A small compress job end to end on the real local model, through real workers on real Redis.
+
+About 80 model calls (6 samples x 3 runs for the baseline and for each of two candidates, the
+combination, two section proposals): the point is that a real OpenAI-compatible model behind
+litellm goes through the whole distributed path, not what it decides.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from optiflow.core.compress import CompressSpec
+from optiflow.core.model import ModelConfig
+from optiflow.distributed.testing import ROOT, running_workers, worker_env
+from optiflow.interfaces.client import Client
+from optiflow.jobfile import load_job
+from optiflow.llm.local_model import LocalModelServer
+from optiflow.settings import Settings
+
+pytestmark = [pytest.mark.real_model, pytest.mark.redis, pytest.mark.workers]
+EXAMPLE = ROOT / "examples" / "review-sentiment" / "job.yaml"
+
+
+def small_spec(server: LocalModelServer) -> CompressSpec:
+    full = load_job(EXAMPLE).dataset.split("train")
+    # three of each label, so the baseline can pass some and fail some
+    pos = [s for s in full if s.expected == "positive"][:3]
+    neg = [s for s in full if s.expected == "negative"][:3]
+    spec = load_job(
+        EXAMPLE,
+        overrides={
+            "dataset": full.model_copy(update={"samples": tuple(pos + neg)}),
+            "min_section_tokens": 130,  # only the two largest sections: background and edge_cases
+        },
+    )
+    at = {"model": server.model, "api_base": server.api_base}
+    assert spec.strategy.type == "llm"
+    strategy = spec.strategy.model_copy(update={"model": spec.strategy.model.model_copy(update=at)})
+    return spec.model_copy(update={"model": spec.model.model_copy(update=at), "strategy": strategy})
+
+
+def test_served_model_answers_through_litellm(local_model: LocalModelServer) -> None:
+    from optiflow.llm.completion import complete
+
+    config = ModelConfig(
+        model=local_model.model,
+        api_base=local_model.api_base,
+        params={"api_key": "local", "temperature": 0.0, "max_tokens": 4, "stream": False},
+    )
+    prompt = load_job(EXAMPLE).prompt
+    sample = load_job(EXAMPLE).dataset.samples[0]
+    out = complete(config, prompt.render(sample.input).messages())
+    assert out.error is None, out.error
+    assert out.output.strip()
+    assert out.prompt_tokens > 100  # the verbose system prompt reached the model
+    assert 0 < out.completion_tokens <= 4
+
+
+def test_small_compress_job_on_workers(
+    local_model: LocalModelServer, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    spec = small_spec(local_model)
+    env = worker_env(redis_url, redis_prefix, tmp_path)
+    settings = Settings(
+        redis_url=redis_url,
+        key_prefix=redis_prefix,
+        home=tmp_path,
+        database_url=env["OPTIFLOW_DATABASE_URL"],
+    )
+    with (
+        running_workers(env, tmp_path, eval_workers=1, eval_concurrency=4),
+        Client(settings, embedded=False) as client,
+    ):
+        job = client.submit(spec)
+        result = job.wait(timeout=600, poll=0.2).raise_for_error()
+        assert job.status() == "completed"
+        tags = client.runtime.store.list_tags(spec.prompt.ns, spec.prompt.key)
+    report = result.report
+    assert report is not None
+    stats = report.stats
+    assert stats.errors == 0
+    assert stats.model_calls >= len(spec.dataset) * spec.eval_runs  # the baseline, at least
+    assert stats.proposal_calls == 2
+    assert 0.0 < report.baseline_pass_rate <= 1.0
+    decided = {m.section_path for m in report.modifications} | {r.section_path for r in report.rejected}
+    assert decided <= {("background",), ("edge_cases",)}
+    assert not report.proposal_errors, report.proposal_errors
+    assert [t for t in tags if t.startswith("opt-")] == []
