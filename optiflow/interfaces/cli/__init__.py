@@ -17,7 +17,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    from optiflow.interfaces.cli import evaluate, jobs, prompt
+    from optiflow.interfaces.cli import db, evaluate, jobs, prompt
 
     main.add_command(prompt.prompt)
     main.add_command(evaluate.eval_command)
@@ -25,6 +25,8 @@ def _register() -> None:
 
     main.add_command(model_group)
     for command in jobs.COMMANDS:
+        main.add_command(command)
+    for command in db.COMMANDS:
         main.add_command(command)
 
 
