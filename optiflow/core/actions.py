@@ -12,6 +12,7 @@ from pydantic import Field, SerializeAsAny
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.experiment import Experiment
+from optiflow.core.model import ModelConfig
 from optiflow.core.overrides import SectionOverride
 from optiflow.core.prompt import SectionPath
 
@@ -55,24 +56,74 @@ class ProposalError(Frozen):
     error: str
 
 
+class IterationFeedback(Frozen):
+    """One past iteration as a rewrite request shows it (seed 003: the last 3 iterations)."""
+
+    iteration: int = Field(ge=0)
+    score: float | None
+    success_rate: float | None
+
+
+class FailingExample(Frozen):
+    """A sample the current best configuration fails, shown to the rewriting model."""
+
+    sample_id: str
+    input: JSONValue
+    expected: JSONValue = None
+    reason: str = ""
+
+
+class RewriteRequest(Frozen):
+    """Ask a model for a better body of one section (the LLM rewrite mutator's I/O, as data).
+
+    The driver runs each request as one task (:func:`optiflow.llm.rewrite.run_rewrite`) in the
+    step's chord and hands the answers back as :class:`RewriteReply` in ``StepResults.rewrites``;
+    the workflow validates the text (non-empty, at most ``max_length`` characters).
+    """
+
+    id: str = Field(min_length=1)
+    model: ModelConfig
+    prompt_id: str
+    section: SectionPath
+    current: str
+    max_length: int = Field(ge=1)
+    iterations: tuple[IterationFeedback, ...] = ()
+    failing: tuple[FailingExample, ...] = ()
+    instructions: str = ""
+    variant: int = Field(default=0, ge=0)
+
+
+class RewriteReply(Frozen):
+    """What one rewrite request produced: the model's text, or the error that stopped it."""
+
+    id: str
+    text: str | None = None
+    error: str | None = None
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    cost: float = Field(default=0.0, ge=0.0)
+
+
 class Step(Frozen):
-    """One unit of distributed work: every target's evaluations and every section proposal run
-    in parallel; ``advance`` is called once with all of their results."""
+    """One unit of distributed work: every target's evaluations, every section proposal and every
+    rewrite request run in parallel; ``advance`` is called once with all of their results."""
 
     index: int = Field(ge=0)
     name: str
     targets: tuple[EvalTarget, ...] = ()
     propose: tuple[SectionPath, ...] = ()
+    rewrites: tuple[RewriteRequest, ...] = ()
 
     @property
     def size(self) -> int:
-        return sum(t.size for t in self.targets) + len(self.propose)
+        return sum(t.size for t in self.targets) + len(self.propose) + len(self.rewrites)
 
 
 class StepResults(Frozen):
     evals: tuple[EvalResult, ...] = ()
     edits: tuple[SectionEdit, ...] = ()
     proposal_errors: tuple[ProposalError, ...] = ()
+    rewrites: tuple[RewriteReply, ...] = ()
 
 
 class Finish(Frozen):
