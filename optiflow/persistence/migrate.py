@@ -79,17 +79,22 @@ def revision_of(engine: Engine) -> str | None:
         raise _connect_error(engine.url.render_as_string(hide_password=False), exc) from exc
 
 
-def upgrade_engine(engine: Engine, revision: str = "head") -> str | None:
-    """Upgrade ``engine``'s database to ``revision``; the revision it ends at."""
-    if revision in ("head", HEAD) and revision_of(engine) == HEAD:
-        return HEAD  # nothing to do: no lock, no Alembic import
+def _migrate(engine: Engine, revision: str, *, down: bool = False) -> str | None:
     from alembic import command
 
     with writing(engine) as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY})
-        command.upgrade(alembic_config(connection=conn), revision)
+        cfg = alembic_config(connection=conn)
+        (command.downgrade if down else command.upgrade)(cfg, revision)
         return _read_revision(conn)
+
+
+def upgrade_engine(engine: Engine, revision: str = "head") -> str | None:
+    """Upgrade ``engine``'s database to ``revision``; the revision it ends at."""
+    if revision in ("head", HEAD) and revision_of(engine) == HEAD:
+        return HEAD  # nothing to do: no lock, no Alembic import
+    return _migrate(engine, revision)
 
 
 def _with_engine(url: str) -> Engine:
@@ -117,6 +122,18 @@ def _missing_sqlite_file(url: str) -> bool:
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return False
     return not Path(parsed.database).exists()
+
+
+def downgrade(url: str, revision: str = "base") -> str | None:
+    """Undo migrations down to ``revision`` (``base``: drop every optiflow table). For developers
+    and tests; no command exposes it."""
+    engine = _with_engine(url)
+    try:
+        return _migrate(engine, revision, down=True)
+    except sa.exc.OperationalError as exc:
+        raise _connect_error(url, exc) from exc
+    finally:
+        engine.dispose()
 
 
 def current_revision(url: str) -> str | None:
@@ -164,6 +181,7 @@ __all__ = [
     "alembic_config",
     "check_revision",
     "current_revision",
+    "downgrade",
     "ensure_migrated",
     "head_revision",
     "revision_of",
