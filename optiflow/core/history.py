@@ -377,6 +377,10 @@ class HistoryState:
         return self.build().entries()
 
 
+OptimizationHistoryState = HistoryState
+"""Seed 002's name for :class:`HistoryState`."""
+
+
 # -- from stored trials ---------------------------------------------------------------------------
 def _candidate_of(t: Trial) -> HistoryCandidate:
     extra: dict[str, JSONValue] = {**t.extra, "parents": list(t.parent_candidate_ids), "status": t.status}
@@ -463,6 +467,7 @@ __all__ = [
     "HistoryTrial",
     "Objective",
     "OptimizationHistory",
+    "OptimizationHistoryState",
     "Rejection",
     "RoundHandle",
     "Trial",

@@ -237,3 +237,24 @@ def test_db_commands_default_to_the_local_sqlite_file(cli: Cli, tmp_path: Path) 
     code, out, _ = cli("db", "upgrade")
     assert code == 0 and "-> 0001" in out
     assert current_revision(f"sqlite:///{db}") == HEAD
+
+
+@pytest.mark.parametrize("argv", [["db", "--help"], ["db", "upgrade", "--help"], ["history", "--help"]])
+def test_db_and_history_help_import_no_heavy_dependency(argv: list[str]) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.test_cli_startup import HEAVY, PROBE, clean_env
+
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=set(HEAVY)), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report == {"code": 0, "heavy": []}
