@@ -21,7 +21,7 @@ from __future__ import annotations
 import builtins
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, get_args
 
@@ -34,7 +34,7 @@ from optiflow.core.dataset import Sample
 from optiflow.core.evaluation import EvalResult, TrialSummary
 from optiflow.core.history import Event, Objective, OptimizationHistory, Rejection, Trial, history_from_trials
 from optiflow.core.result import FinalStatus
-from optiflow.errors import NotFoundError, ValidationError
+from optiflow.errors import NotFoundError, StoreError, ValidationError
 from optiflow.persistence.engine import make_engine, writing
 from optiflow.persistence.migrate import check_revision, revision_of, upgrade_engine
 from optiflow.persistence.tables import (
@@ -341,7 +341,9 @@ class JobRepository:
 
     def upsert_trial_items(self, job_id: str, items: Sequence[EvalResult]) -> None:
         """Store evaluations (``experiment_id`` is the candidate); one row per (candidate,
-        sample, run), the last write winning. An item may come before its trial row."""
+        sample, run), the last write winning, except that an item without ``output`` (a chord's
+        compact copy) keeps the stored output and a ``skipped`` item never replaces an evaluation
+        that was made. An item may come before its trial row."""
         with writing(self.engine) as conn:
             _upsert_items(conn, job_id, items, _now())
 
@@ -418,48 +420,50 @@ class JobRepository:
 
 
 # -- writes (inside a caller's transaction) -------------------------------------------------------
-def _upsert(
-    conn: Connection, table: sa.Table, rows: builtins.list[dict[str, Any]], keys: Sequence[str]
-) -> None:
-    """Insert ``rows``; a row whose key exists replaces every column but the key and
-    ``created_at``."""
-    if not rows:
-        return
-    update_cols = [c for c in rows[0] if c not in keys and c != "created_at"]
+def _insert(conn: Connection, table: sa.Table) -> sqlite.Insert | postgresql.Insert:
+    """The dialect's INSERT with ON CONFLICT (SQLite and PostgreSQL: the databases optiflow
+    supports for job results)."""
     dialect = conn.dialect.name
     if dialect == "sqlite":
-        lite = sqlite.insert(table)
-        set_ = {c: lite.excluded[c] for c in update_cols}
-        conn.execute(lite.on_conflict_do_update(index_elements=list(keys), set_=set_), rows)
-        return
+        return sqlite.insert(table)
     if dialect == "postgresql":
-        pg = postgresql.insert(table)
-        set_ = {c: pg.excluded[c] for c in update_cols}
-        conn.execute(pg.on_conflict_do_update(index_elements=list(keys), set_=set_), rows)
+        return postgresql.insert(table)
+    raise StoreError(
+        f"storing job results needs SQLite or PostgreSQL, not {dialect}", field="OPTIFLOW_DATABASE_URL"
+    )
+
+
+def _upsert(
+    conn: Connection,
+    table: sa.Table,
+    rows: builtins.list[dict[str, Any]],
+    keys: Sequence[str],
+    *,
+    keep_if_null: Sequence[str] = (),
+    update_if: Callable[[Any], sa.ColumnElement[bool]] | None = None,
+) -> None:
+    """Insert ``rows``; a row whose key exists gets every column but the key and ``created_at``
+    replaced, except ``keep_if_null`` columns when the new value is NULL, and only where
+    ``update_if(excluded)`` holds."""
+    if not rows:
         return
-    for row in rows:  # any other database: update, else insert
-        where = [table.c[k] == row[k] for k in keys]
-        if not conn.execute(table.update().where(*where).values({c: row[c] for c in update_cols})).rowcount:
-            conn.execute(table.insert().values(row))
+    stmt = _insert(conn, table)
+    new = stmt.excluded
+    set_: dict[str, Any] = {}
+    for c in rows[0]:
+        if c in keys or c == "created_at":
+            continue
+        set_[c] = sa.func.coalesce(new[c], table.c[c]) if c in keep_if_null else new[c]
+    where = update_if(new) if update_if is not None else None
+    conn.execute(stmt.on_conflict_do_update(index_elements=list(keys), set_=set_, where=where), rows)
 
 
 def _insert_new(
     conn: Connection, table: sa.Table, rows: builtins.list[dict[str, Any]], keys: Sequence[str]
 ) -> None:
     """Insert ``rows`` whose key does not exist yet; existing ones are left untouched."""
-    if not rows:
-        return
-    dialect = conn.dialect.name
-    if dialect == "sqlite":
-        conn.execute(sqlite.insert(table).on_conflict_do_nothing(index_elements=list(keys)), rows)
-        return
-    if dialect == "postgresql":
-        conn.execute(postgresql.insert(table).on_conflict_do_nothing(index_elements=list(keys)), rows)
-        return
-    for row in rows:
-        where = [table.c[k] == row[k] for k in keys]
-        if conn.execute(sa.select(sa.literal(1)).select_from(table).where(*where)).first() is None:
-            conn.execute(table.insert().values(row))
+    if rows:
+        conn.execute(_insert(conn, table).on_conflict_do_nothing(index_elements=list(keys)), rows)
 
 
 def _snapshot(conn: Connection, job_id: str, samples: Sequence[Sample]) -> None:
@@ -518,8 +522,16 @@ def _upsert_items(conn: Connection, job_id: str, items: Sequence[EvalResult], no
         }
         for r in items
     }
+    items_ = trial_items_table
     _upsert(
-        conn, trial_items_table, builtins.list(rows.values()), ("job_id", "candidate_id", "sample_id", "run")
+        conn,
+        items_,
+        builtins.list(rows.values()),
+        ("job_id", "candidate_id", "sample_id", "run"),
+        # the compact copy a chord carries has no output: keep the one the evaluation stored
+        keep_if_null=("output",),
+        # a fail-fast skip never replaces an evaluation that was made
+        update_if=lambda new: sa.or_(new.skipped == sa.false(), items_.c.skipped == sa.true()),
     )
 
 

@@ -119,6 +119,22 @@ def test_trial_item_upsert_same_key_twice_is_one_updated_row(repo: JobRepository
     assert len(repo.trial_items(job)) == 3
 
 
+def test_item_upsert_keeps_the_stored_output_and_real_evaluations(repo: JobRepository, job: str) -> None:
+    """The evaluation stores the full output; the chord's compact copy (no output) written later
+    by advance keeps it. A fail-fast skip delivered late never replaces a made evaluation."""
+    full = item("c1", "s1", output="the answer", prompt_tokens=7)
+    repo.upsert_trial_items(job, [full])
+    repo.upsert_trial_items(job, [full.compact().model_copy(update={"cached": True})])
+    assert repo.trial_items(job, "c1") == [full.model_copy(update={"cached": True})]
+    repo.upsert_trial_items(job, [item("c1", "s1", passed=False, score=0.0, skipped=True)])
+    assert repo.trial_items(job, "c1") == [full.model_copy(update={"cached": True})]
+    skipped = item("c1", "s2", passed=False, score=0.0, skipped=True)
+    repo.upsert_trial_items(job, [skipped])
+    made = item("c1", "s2", output="late but real")
+    repo.upsert_trial_items(job, [made])  # a real evaluation does replace a skip
+    assert repo.trial_items(job, "c1")[1] == made
+
+
 def test_items_of_an_unknown_job_are_refused(repo: JobRepository) -> None:
     with pytest.raises(sa.exc.IntegrityError):
         repo.upsert_trial_items("ghost", [item("c1", "s1")])
