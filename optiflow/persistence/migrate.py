@@ -81,13 +81,22 @@ def revision_of(engine: Engine) -> str | None:
 
 def _migrate(engine: Engine, revision: str, *, down: bool = False) -> str | None:
     from alembic import command
+    from alembic.util.exc import CommandError
 
-    with writing(engine) as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY})
-        cfg = alembic_config(connection=conn)
-        (command.downgrade if down else command.upgrade)(cfg, revision)
-        return _read_revision(conn)
+    try:
+        with writing(engine) as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY})
+            cfg = alembic_config(connection=conn)
+            (command.downgrade if down else command.upgrade)(cfg, revision)
+            return _read_revision(conn)
+    except CommandError as exc:  # an unknown revision: asked for, or the database's own (newer)
+        where = display_url(engine.url.render_as_string(hide_password=False))
+        raise DatabaseNotMigratedError(
+            f"cannot migrate database {where} to {revision}: {exc} (this optiflow knows revisions "
+            f"up to {HEAD}; a newer database needs a newer optiflow)",
+            field="OPTIFLOW_DATABASE_URL",
+        ) from exc
 
 
 def upgrade_engine(engine: Engine, revision: str = "head") -> str | None:

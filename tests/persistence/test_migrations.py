@@ -104,6 +104,16 @@ def test_ensure_migrated_refuses_another_revision(db_url: str) -> None:
         ensure_migrated(db_url)
 
 
+def test_a_database_newer_than_this_optiflow_is_refused_clearly(db_url: str) -> None:
+    upgrade(db_url)
+    execute(db_url, f"UPDATE {VERSION_TABLE} SET version_num = '9999'")
+    with pytest.raises(DatabaseNotMigratedError, match="needs a newer optiflow") as info:
+        upgrade(db_url)
+    assert info.value.code == "db_not_migrated"
+    with pytest.raises(DatabaseNotMigratedError, match="to nowhere"):
+        upgrade(db_url, "nowhere")
+
+
 def test_checking_a_missing_sqlite_file_does_not_create_it(tmp_path: Path) -> None:
     db = tmp_path / "nowhere" / "optiflow.db"
     url = f"sqlite:///{db}"
