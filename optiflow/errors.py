@@ -68,8 +68,15 @@ class JobError(OptiflowError):
     code = "job_error"
 
 
+class ConflictError(JobError):
+    """The job is not in a state that allows this (resume a finished job, a live one without force)."""
+
+    code = "job_conflict"
+
+
 __all__ = [
     "ConfigError",
+    "ConflictError",
     "JobError",
     "ModelProviderError",
     "NotFoundError",

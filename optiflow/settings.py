@@ -28,6 +28,13 @@ class Settings(BaseSettings):
     python_checks: list[str] = Field(default_factory=list, description="allowlist for python checks")
     eval_concurrency: int = Field(default=16, ge=1, le=512)
     job_timeout_s: float = Field(default=6 * 3600, gt=0)
+    stale_after_s: float = Field(
+        default=300,
+        gt=0,
+        description="a running job with no evaluation and no step for this long is resumed by the "
+        "control worker (keep it above the model timeout)",
+    )
+    recover_interval_s: float = Field(default=30, gt=0, description="how often control workers look")
     task_events: bool = Field(
         default=False,
         description="workers always send task events; off by default because Flower turns them on "

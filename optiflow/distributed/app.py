@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import worker_init
 
 from optiflow.distributed.embedded import EMBEDDED_BACKEND
@@ -74,15 +74,49 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
         worker_hijack_root_logger=False,
         enable_utc=True,
     )
+    runtime = Runtime(settings, embedded=embedded)
+    app.optiflow_runtime = runtime
+    register_tasks(app, runtime)
     if not embedded:
         # A worker pays litellm's import (seconds) before it says "ready", not in its first job.
         from optiflow.llm.runtime import preload
 
         worker_init.connect(preload, weak=False)
-    runtime = Runtime(settings, embedded=embedded)
-    app.optiflow_runtime = runtime
-    register_tasks(app, runtime)
+
+        def check_database(**_: Any) -> None:
+            runtime.jobs  # noqa: B018 -- refuses an unmigrated database with a clear message
+
+        worker_init.connect(check_database, weak=False)
+        app.steps["consumer"].add(Recovery)
     return app
+
+
+class Recovery(bootsteps.StartStopStep):  # type: ignore[misc]
+    """On a worker that consumes the control queue: resume stalled jobs and sweep orphaned temp
+    tags when it starts, then every ``recover_interval_s`` (``optiflow.recover``)."""
+
+    requires = {"celery.worker.consumer.tasks:Tasks"}
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self.tref: Any = None
+
+    def start(self, c: Any) -> None:
+        if QUEUE_CONTROL not in {q.name for q in c.task_consumer.queues}:
+            return
+        app = c.app
+        interval = runtime_of(app).settings.recover_interval_s
+
+        def tick() -> None:
+            app.tasks["optiflow.recover"].apply_async(queue=QUEUE_CONTROL)
+
+        tick()
+        self.tref = c.timer.call_repeatedly(interval, tick)
+
+    def stop(self, c: Any) -> None:
+        if self.tref is not None:
+            self.tref.cancel()
+            self.tref = None
 
 
 def runtime_of(app: Celery) -> Runtime:

@@ -200,6 +200,7 @@ def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
                             job_id, target.experiment.id, target.experiment.overrides_tag, sid, run, guarded
                         )
                     )
+    rt.scratch.start_step(job_id, step.index, len(header) - len(step.propose))
     body = app.tasks["optiflow.advance"].s(job_id, step.index)
     chord(header)(body.on_error(app.tasks["optiflow.chord_error"].s(job_id)))
 

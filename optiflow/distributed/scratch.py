@@ -8,6 +8,9 @@ re-run step then cost no model call.
 Signals: a candidate that regressed once is marked so its remaining evaluations are skipped
 (fail-fast); a cancelled or finished job is marked so all of its pending evaluations are skipped.
 
+Progress: the running step's evaluations done / total and the time of the last one (``beat``):
+what ``optiflow watch`` draws, and the heartbeat by which recovery finds a stalled job.
+
 An evaluate task touches this state twice, and each touch is ONE round trip on Redis:
 :meth:`JobScratch.lookup` before the model call (signals and cache together) and
 :meth:`JobScratch.record` after it (cache entry and regression mark together). On this machine
@@ -19,9 +22,11 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from optiflow.core.base import Frozen
 from optiflow.core.evaluation import EvalResult
 from optiflow.stores import keys
 
@@ -31,6 +36,16 @@ if TYPE_CHECKING:
 Skip = Literal["cancelled", "regressed"] | None
 CACHE_TTL_S = 7 * 24 * 3600
 SIGNAL_TTL_S = 2 * 24 * 3600
+
+
+class Progress(Frozen):
+    """The running step's evaluations; ``beat`` is the epoch time of the last one (or of the
+    step's launch)."""
+
+    step: int = 0
+    total: int = 0
+    done: int = 0
+    beat: float = 0.0
 
 
 def cache_key(payload: dict[str, object]) -> str:
@@ -46,7 +61,18 @@ class JobScratch(Protocol):
     def record(
         self, job_id: str, experiment_id: str, key: str, result: EvalResult | None, regressed: bool
     ) -> None:
-        """Cache ``result`` (when given) and mark the experiment regressed (when ``regressed``)."""
+        """Count one evaluation done, cache ``result`` (when given) and mark the experiment
+        regressed (when ``regressed``)."""
+        ...
+
+    def start_step(self, job_id: str, step: int, total: int) -> None:
+        """A step of ``total`` evaluations was launched: progress restarts at 0."""
+        ...
+
+    def progress(self, job_id: str) -> Progress | None: ...
+
+    def try_lock(self, name: str, ttl_s: float) -> bool:
+        """Take the named lock for ``ttl_s`` seconds unless someone holds it."""
         ...
 
     def cancel(self, job_id: str) -> None:
@@ -88,7 +114,26 @@ class RedisJobScratch:
             )
         if regressed:
             pipe.set(keys.regressed(self.prefix, job_id, experiment_id), b"1", ex=SIGNAL_TTL_S)
+        progress = keys.progress(self.prefix, job_id)
+        pipe.hincrby(progress, "done", 1)
+        pipe.hset(progress, "beat", repr(time.time()))
         pipe.execute()
+
+    def start_step(self, job_id: str, step: int, total: int) -> None:
+        progress = keys.progress(self.prefix, job_id)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(progress, mapping={"step": step, "total": total, "done": 0, "beat": repr(time.time())})
+        pipe.expire(progress, SIGNAL_TTL_S)
+        pipe.execute()
+
+    def progress(self, job_id: str) -> Progress | None:
+        raw = self.client.hgetall(keys.progress(self.prefix, job_id))
+        if not raw:
+            return None
+        return Progress.model_validate({k.decode(): v.decode() for k, v in raw.items()})
+
+    def try_lock(self, name: str, ttl_s: float) -> bool:
+        return bool(self.client.set(keys.lock(self.prefix, name), b"1", nx=True, px=int(ttl_s * 1000)))
 
     def cancel(self, job_id: str) -> None:
         self.client.set(keys.cancelled(self.prefix, job_id), b"1", ex=SIGNAL_TTL_S)
@@ -98,6 +143,7 @@ class RedisJobScratch:
 
     def clear(self, job_id: str) -> None:
         found = [keys.cancelled(self.prefix, job_id)]
+        found.append(keys.progress(self.prefix, job_id))
         for pattern in (keys.regressed(self.prefix, job_id, "*"), keys.eval_cache(self.prefix, job_id, "*")):
             found += self.client.scan_iter(match=pattern, count=1000)
         for i in range(0, len(found), 500):
@@ -111,6 +157,8 @@ class MemoryJobScratch:
         self._cache: OrderedDict[tuple[str, str], EvalResult] = OrderedDict()
         self._cancelled: set[str] = set()
         self._regressed: set[tuple[str, str]] = set()
+        self._progress: dict[str, Progress] = {}
+        self._locks: dict[str, float] = {}
         self._lock = threading.Lock()
         self.max_entries = max_entries
 
@@ -132,6 +180,24 @@ class MemoryJobScratch:
                     self._cache.popitem(last=False)
             if regressed:
                 self._regressed.add((job_id, experiment_id))
+            p = self._progress.get(job_id, Progress())
+            self._progress[job_id] = p.model_copy(update={"done": p.done + 1, "beat": time.time()})
+
+    def start_step(self, job_id: str, step: int, total: int) -> None:
+        with self._lock:
+            self._progress[job_id] = Progress(step=step, total=total, done=0, beat=time.time())
+
+    def progress(self, job_id: str) -> Progress | None:
+        with self._lock:
+            return self._progress.get(job_id)
+
+    def try_lock(self, name: str, ttl_s: float) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            if self._locks.get(name, 0.0) > now:
+                return False
+            self._locks[name] = now + ttl_s
+            return True
 
     def cancel(self, job_id: str) -> None:
         with self._lock:
@@ -145,5 +211,6 @@ class MemoryJobScratch:
         with self._lock:
             self._cancelled.discard(job_id)
             self._regressed = {x for x in self._regressed if x[0] != job_id}
+            self._progress.pop(job_id, None)
             for k in [k for k in self._cache if k[0] == job_id]:
                 del self._cache[k]

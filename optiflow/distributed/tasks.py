@@ -6,6 +6,8 @@
 - ``optiflow.advance(results, job_id, step)``: the chord body.
 - ``optiflow.finish(job_id)`` / ``optiflow.fail(job_id, error)``: end the job and reply.
 - ``optiflow.chord_error(request, exc, traceback, job_id)``: errback that fails the job.
+- ``optiflow.recover()``: resume stalled jobs, sweep orphaned temp tags (control workers send it
+  to themselves at start and every ``recover_interval_s``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from optiflow.distributed import driver, work
+from optiflow.distributed import driver, recovery, work
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -49,6 +51,10 @@ def register_tasks(app: Celery, rt: Runtime) -> None:
     @app.task(name="optiflow.fail", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def fail(job_id: str, error: str) -> None:
         driver.fail(app, rt, job_id, error)
+
+    @app.task(name="optiflow.recover", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
+    def recover() -> list[str]:
+        return [f"{r.job_id}: {r.what}" for r in recovery.recover(app, rt)]
 
     @app.task(name="optiflow.chord_error", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def chord_error(request: Any, exc: BaseException, traceback: Any, job_id: str) -> None:

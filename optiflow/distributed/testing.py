@@ -52,6 +52,7 @@ class WorkerProcess:
             cwd=ROOT,
             stdout=self.log,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: kill() takes the pool children too
         )
 
     @property
@@ -68,13 +69,20 @@ class WorkerProcess:
             time.sleep(0.1)
         raise RuntimeError(f"worker not ready after {timeout}s:\n{self.log_path.read_text()[-3000:]}")
 
+    def kill(self) -> None:
+        """``kill -9`` the worker and its pool processes: no warm shutdown, nothing acked."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        self.log.close()
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(5)
         self.log.close()
 

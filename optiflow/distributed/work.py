@@ -34,6 +34,7 @@ def evaluate_one(
     try:
         rendered = spec.prompt.render(sample.input, overrides=overrides)
     except OptiflowError as exc:  # a failing record, never a raise: the chord must complete
+        rt.scratch.record(job_id, experiment_id, "", None, regressed=guarded)
         return _out(render_failure(exc, sample=sample, run=run, experiment_id=experiment_id))
     model = spec.model.with_params(rendered.model_params)
     key = cache_key(
@@ -49,6 +50,7 @@ def evaluate_one(
     )
     skip, hit = rt.scratch.lookup(job_id, experiment_id, key)
     if skip is not None:
+        rt.scratch.record(job_id, experiment_id, key, None, regressed=False)
         return _out(
             EvalResult(experiment_id=experiment_id, sample_id=sample_id, run=run, skipped=True, reason=skip)
         )
@@ -67,8 +69,7 @@ def evaluate_one(
         )
         fresh = result if result.error is None else None  # errors are retried, never cached
     regressed = guarded and not (result.success and result.passed)
-    if fresh is not None or regressed:
-        rt.scratch.record(job_id, experiment_id, key, fresh, regressed)
+    rt.scratch.record(job_id, experiment_id, key, fresh, regressed)
     return _out(result)
 
 

@@ -97,6 +97,18 @@ class JobHandle:
 
         driver.cancel(self.client.app, self.client.runtime, self.id)
 
+    def resume(self, *, force: bool = False) -> str:
+        """Launch the job's pending action again (its messages were lost: a killed worker, a
+        Redis restart). Evaluations that finished come from the eval cache. ConflictError for a
+        finished job, or for one still making progress unless ``force``. Returns what was done."""
+        from optiflow.distributed import recovery
+
+        recovery.resumable(self.client.runtime, self.id, force=force)
+        self.client._ensure_worker()
+        if self.client.runtime.embedded and self.id not in self.client._embedded_jobs:
+            self.client._embedded_jobs.append(self.id)  # it runs in this process from now on
+        return recovery.resume(self.client.app, self.client.runtime, self.id, force=force).what
+
 
 class Client:
     def __init__(self, settings: Settings | None = None, *, embedded: bool | None = None) -> None:

@@ -53,3 +53,14 @@ def cancelled(prefix: str, job_id: str) -> str:
 def regressed(prefix: str, job_id: str, experiment_id: str) -> str:
     """String, with TTL: present once a candidate regressed; fail-fast skips the rest."""
     return f"{prefix}:job:{job_id}:regressed:{experiment_id}"
+
+
+def progress(prefix: str, job_id: str) -> str:
+    """Hash: the running step's ``step``, ``total`` and ``done`` evaluations and ``beat`` (the
+    time of the last one): live progress, and the heartbeat recovery reads."""
+    return f"{prefix}:job:{job_id}:progress"
+
+
+def lock(prefix: str, name: str) -> str:
+    """String, with TTL: a named lock (the recovery sweep, re-issuing one job's action)."""
+    return f"{prefix}:lock:{name}"

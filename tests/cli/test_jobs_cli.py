@@ -206,7 +206,7 @@ def test_submit_option_errors(cli: Cli, home: Path) -> None:
 
 
 # -- commands about a job -------------------------------------------------------------------------
-@pytest.mark.parametrize("command", ["status", "report", "apply", "cancel"])
+@pytest.mark.parametrize("command", ["status", "report", "apply", "cancel", "resume"])
 def test_unknown_job_id_on_a_fresh_machine_creates_nothing(command: str, cli: Cli, home: Path) -> None:
     refused(cli(command, "f00d"), "not_found", "job", "no job 'f00d'")
     assert not home.exists(), files_under(home)
@@ -226,7 +226,7 @@ def queued_job(home: Path) -> str:
     return "q1"
 
 
-@pytest.mark.parametrize("command", ["status", "report", "apply", "cancel"])
+@pytest.mark.parametrize("command", ["status", "report", "apply", "cancel", "resume"])
 def test_unknown_job_id_with_other_jobs(command: str, cli: Cli, home: Path, queued_job: str) -> None:
     before = (job_rows(home), files_under(home))
     refused(cli(command, "f00d"), "not_found", "job", "no job 'f00d'")
@@ -272,3 +272,11 @@ def test_cancel_of_a_job_running_in_another_process_says_how(cli: Cli, home: Pat
     refused(cli("cancel", queued_job), "job_error", "job", "stop that process")
     assert job_rows(home) == [(queued_job, "running")]
     assert files_under(home) == files
+
+
+def test_resume_refuses_a_live_job_and_a_finished_one(cli: Cli, home: Path, queued_job: str) -> None:
+    before = (job_rows(home), files_under(home))
+    refused(cli("resume", queued_job), "job_conflict", "job", "is making progress")
+    assert (job_rows(home), files_under(home)) == before
+    assert cli("cancel", queued_job)[0] == 0
+    refused(cli("resume", queued_job), "job_conflict", "job", "already ended cancelled")

@@ -60,3 +60,30 @@ def test_cancel_skips_every_experiment_even_cached(scratch: JobScratch) -> None:
     scratch.clear("j")
     assert not scratch.cancelled("j")
     assert scratch.lookup("j", "e1", "k") == (None, None)
+
+
+def test_progress_counts_a_step_and_beats(scratch: JobScratch) -> None:
+    assert scratch.progress("j") is None
+    scratch.start_step("j", step=2, total=3)
+    first = scratch.progress("j")
+    assert first is not None and (first.step, first.total, first.done) == (2, 3, 0) and first.beat > 0
+    scratch.record("j", "e1", "k1", RESULT, regressed=False)
+    scratch.record("j", "e1", "k2", None, regressed=False)
+    now = scratch.progress("j")
+    assert now is not None and now.done == 2 and now.beat >= first.beat
+    scratch.start_step("j", step=3, total=5)  # a new (or re-issued) step restarts the count
+    again = scratch.progress("j")
+    assert again is not None and (again.step, again.done) == (3, 0)
+    scratch.clear("j")
+    assert scratch.progress("j") is None
+
+
+def test_lock_is_exclusive_until_it_expires(scratch: JobScratch) -> None:
+    import time
+    import uuid
+
+    name = f"test-{uuid.uuid4().hex}"
+    assert scratch.try_lock(name, 0.2)
+    assert not scratch.try_lock(name, 0.2)
+    time.sleep(0.3)
+    assert scratch.try_lock(name, 0.2)

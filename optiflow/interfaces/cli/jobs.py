@@ -1,4 +1,4 @@
-"""Job commands: submit, status, report, apply, cancel, jobs, worker, demo."""
+"""Job commands: submit, status, report, apply, cancel, resume, jobs, worker, demo."""
 
 from __future__ import annotations
 
@@ -145,6 +145,26 @@ def cancel(job_id: str) -> None:
             echo(f"cancel requested for {job_id}: pending evaluations are skipped, it ends at this step")
 
 
+@click.command()
+@click.argument("job_id")
+@click.option("--force", is_flag=True, help="re-issue the pending step even if the job looks alive")
+@click.option("--wait", "wait_", is_flag=True, help="wait for the result and print it")
+@click.option("--timeout", type=float, default=None, help="seconds to wait at most")
+def resume(job_id: str, force: bool, wait_: bool, timeout: float | None) -> None:
+    """Resume a stalled job: launch its pending action again.
+
+    Evaluations that already finished come from the eval cache; no sample is counted twice.
+    Control workers do this by themselves for jobs stalled longer than OPTIFLOW_STALE_AFTER_S.
+    On the embedded default the job continues in this process, so the command waits."""
+    with _job_client(job_id) as client:
+        job = client.job(job_id)
+        started = time.monotonic()
+        echo(f"{job_id}: {job.resume(force=force)}")
+        if client.runtime.embedded or wait_:
+            result = job.wait(timeout)
+            _finish(client, result, apply=False, as_json=False, elapsed=time.monotonic() - started)
+
+
 @click.command(name="jobs")
 @click.option("--status", "status_", default=None)
 def jobs_command(status_: str | None) -> None:
@@ -197,4 +217,4 @@ def demo(job_file: Path | None, as_json: bool) -> None:
             echo(f"\napply it with: optiflow apply {job.id}")
 
 
-COMMANDS = [submit, status, report, apply, cancel, jobs_command, worker, demo]
+COMMANDS = [submit, status, report, apply, cancel, resume, jobs_command, worker, demo]

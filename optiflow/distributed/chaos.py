@@ -1,0 +1,121 @@
+"""The fault scenario of ``make chaos`` and its test: kill -9 workers in the middle of a job.
+
+One round: a control and an eval worker run a compress job; once a random step is a random
+fraction done, the eval worker is killed with SIGKILL, then the control worker; both are started
+again. The control worker finds the stalled job (``optiflow.distributed.recovery``) and launches
+its pending step again; the job must end with the same report as an undisturbed run, with every
+(experiment, sample, run) counted once and no temporary tag left.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from optiflow.core.compress import TEMP_TAG_PREFIX, CompressSpec, OptimizationReport
+from optiflow.distributed.testing import WorkerProcess
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from optiflow.interfaces.client import Client
+
+
+@dataclass(frozen=True)
+class Round:
+    kill_step: int
+    kill_fraction: float
+    killed_at: str  # "step N, d/t evaluations" as observed when the eval worker was killed
+    recovered_s: float  # from the kill to the job's end
+    wall_s: float
+    report: OptimizationReport
+    temp_tags_left: list[str]
+
+
+def decisions(report: OptimizationReport) -> tuple[object, ...]:
+    return (
+        report.baseline_pass_rate,
+        tuple((m.section_path, m.token_reduction, m.candidate_pass_rate) for m in report.modifications),
+        tuple((r.section_path, r.stage, r.token_reduction, r.regression_count) for r in report.rejected),
+        report.total_token_reduction,
+    )
+
+
+def start_workers(env: Mapping[str, str], logdir: Path, tag: str, concurrency: int) -> list[WorkerProcess]:
+    control = logdir / f"control-{tag}.log"
+    procs = [
+        WorkerProcess(env, "optiflow.control", pool="prefork", concurrency=1, log=control),
+        WorkerProcess(
+            env, "optiflow.eval", pool="threads", concurrency=concurrency, log=logdir / f"eval-{tag}.log"
+        ),
+    ]
+    for p in procs:
+        p.wait_ready()
+    return procs
+
+
+def run_round(
+    env: Mapping[str, str],
+    logdir: Path,
+    client: Client,
+    spec: CompressSpec,
+    rng: random.Random,
+    *,
+    eval_steps: int,
+    n: int,
+    concurrency: int = 8,
+    timeout: float = 240,
+) -> Round:
+    """Workers are started here and stopped before returning."""
+    kill_step = rng.randint(1, eval_steps)
+    fraction = rng.uniform(0.1, 0.9)
+    control, evaluator = start_workers(env, logdir, f"{n}a", concurrency)
+    restarted: list[WorkerProcess] = []
+    try:
+        started = time.monotonic()
+        job = client.submit(spec)
+        killed_at = _wait_for(client, job.id, kill_step, fraction, timeout)
+        killed = time.monotonic()
+        evaluator.kill()
+        time.sleep(rng.uniform(0.0, 0.5))
+        control.kill()
+        restarted = start_workers(env, logdir, f"{n}b", concurrency)
+        result = job.wait(timeout=timeout).raise_for_error()
+        ended = time.monotonic()
+    finally:
+        for p in (control, evaluator, *restarted):
+            p.stop()
+    assert result.report is not None
+    tags = client.runtime.store.list_tags(spec.prompt.ns, spec.prompt.key)
+    return Round(
+        kill_step=kill_step,
+        kill_fraction=round(fraction, 3),
+        killed_at=killed_at,
+        recovered_s=ended - killed,
+        wall_s=ended - started,
+        report=result.report,
+        temp_tags_left=[t for t in tags if t.startswith(TEMP_TAG_PREFIX)],
+    )
+
+
+def _wait_for(client: Client, job_id: str, step: int, fraction: float, timeout: float) -> str:
+    """Until the job's ``step``-th evaluation step is ``fraction`` done (or past it)."""
+    deadline = time.monotonic() + timeout
+    steps_seen: list[int] = []
+    while time.monotonic() < deadline:
+        rec = client.runtime.jobs.get(job_id)
+        if rec.finished:
+            return f"job ended before step {step} ({rec.status})"
+        progress = client.runtime.scratch.progress(job_id)
+        if progress is not None and progress.total:
+            if not steps_seen or steps_seen[-1] != progress.step:
+                steps_seen.append(progress.step)
+            if len(steps_seen) > step or (
+                len(steps_seen) == step and progress.done >= fraction * progress.total
+            ):
+                return f"step {progress.step}, {progress.done}/{progress.total} evaluations"
+        time.sleep(0.01)
+    raise TimeoutError(f"job {job_id} did not reach evaluation step {step}")

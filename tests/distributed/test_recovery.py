@@ -1,0 +1,100 @@
+"""Crash-safe resume with real processes and the real Redis.
+
+The fault test kills the eval worker (kill -9) in the middle of a random step, then the control
+worker, and starts both again; the job must end with the report of an undisturbed run (here: the
+pure workflow with the same model answers), every evaluation counted once, no temp tag left.
+``make chaos`` runs the same round 20 times and writes bench/chaos_results.md.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from optiflow.distributed import recovery
+from optiflow.distributed.chaos import decisions, run_round, start_workers
+from optiflow.distributed.testing import ROOT, worker_env
+from optiflow.errors import ConflictError
+from optiflow.interfaces.client import Client
+from optiflow.jobfile import load_job
+from optiflow.settings import Settings
+
+from .inline import run_inline
+
+pytestmark = [pytest.mark.redis, pytest.mark.workers]
+EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
+ROUNDS = int(os.environ.get("OPTIFLOW_CHAOS_ROUNDS", "5"))
+
+
+@pytest.fixture
+def env(redis_url: str, redis_prefix: str, tmp_path: Path) -> dict[str, str]:
+    return worker_env(
+        redis_url, redis_prefix, tmp_path, OPTIFLOW_STALE_AFTER_S="3", OPTIFLOW_RECOVER_INTERVAL_S="1"
+    )
+
+
+def client_for(env: dict[str, str]) -> Client:
+    settings = Settings(
+        redis_url=env["OPTIFLOW_REDIS_URL"],
+        key_prefix=env["OPTIFLOW_KEY_PREFIX"],
+        home=Path(env["OPTIFLOW_HOME"]),
+        database_url=env["OPTIFLOW_DATABASE_URL"],
+        stale_after_s=3,
+    )
+    return Client(settings, embedded=False)
+
+
+def test_kill_9_eval_then_control_worker_job_finishes_with_same_report(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    model = {"model": "optiflow/sim", "params": {"sim_latency_ms": 5}}
+    spec = load_job(EXAMPLE, overrides={"fail_fast": False, "model": model})
+    expected = run_inline(spec)
+    rng = random.Random(int(os.environ.get("OPTIFLOW_CHAOS_SEED", "7")))
+    with client_for(env) as client:
+        for n in range(ROUNDS):
+            got = run_round(env, tmp_path, client, spec, rng, eval_steps=expected.stats.steps, n=n)
+            where = f"round {n}: killed at {got.killed_at}"
+            assert decisions(got.report) == decisions(expected), where
+            # every (experiment, sample, run) counted once: as many evaluations as the pure run
+            assert got.report.stats.evaluations == expected.stats.evaluations, where
+            assert got.temp_tags_left == [], where
+
+
+def test_resume_refusals_orphan_sweep_and_automatic_recovery_of_a_lost_start(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    spec = load_job(EXAMPLE)
+    procs = start_workers(env, tmp_path, "r", 4)
+    try:
+        with client_for(env) as client:
+            job = client.submit(spec)
+            job.wait(timeout=120).raise_for_error()
+            with pytest.raises(ConflictError, match="already ended completed"):
+                job.resume()
+
+            # an orphaned temp tag of a finished job (a crash between two writes) is swept
+            store, (ns, key) = client.runtime.store, (spec.prompt.ns, spec.prompt.key)
+            orphan = f"opt-{job.id}-leftover"
+            store.store(spec.prompt.descriptor(), (), tag=orphan, replace=True)
+            assert recovery.sweep_temp_tags(client.runtime) == [f"{ns}/{key}:{orphan}"]
+            assert orphan not in store.list_tags(ns, key)
+
+            # a job whose start message was lost stays queued: refused while fresh, then the
+            # control worker's periodic sweep finds it stalled and starts it
+            lost = client.runtime.jobs.create(
+                uuid.uuid4().hex, spec.kind, spec.name, spec.model_dump(mode="json")
+            )
+            with pytest.raises(ConflictError, match="making progress"):
+                client.job(lost.id).resume()
+            started = time.monotonic()
+            assert client.job(lost.id).wait(timeout=120).status == "completed"
+            assert time.monotonic() - started >= 2  # not before it was stale (3 s after creation)
+    finally:
+        for p in procs:
+            p.stop()
