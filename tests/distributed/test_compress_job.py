@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 
 from optiflow.core.compress import OptimizationReport
+from optiflow.distributed.inline import run_inline
 from optiflow.distributed.testing import ROOT, running_workers, worker_env
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
 from optiflow.settings import Settings
-
-from .inline import run_inline
 
 pytestmark = [pytest.mark.redis, pytest.mark.workers]
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"

@@ -18,13 +18,12 @@ import pytest
 
 from optiflow.distributed import recovery
 from optiflow.distributed.chaos import decisions, run_round, start_workers
+from optiflow.distributed.inline import run_inline
 from optiflow.distributed.testing import ROOT, worker_env
 from optiflow.errors import ConflictError
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
 from optiflow.settings import Settings
-
-from .inline import run_inline
 
 pytestmark = [pytest.mark.redis, pytest.mark.workers]
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"

@@ -21,12 +21,12 @@ import pytest
 from optiflow.core.compress import OptimizationReport
 from optiflow.core.prompt import path_str
 from optiflow.core.result import OptimizeResult
+from optiflow.distributed.inline import run_inline
 from optiflow.distributed.testing import ROOT
 from optiflow.errors import JobError
 from optiflow.interfaces.client import Client, JobHandle
 from optiflow.jobfile import load_job
 from optiflow.settings import Settings
-from tests.distributed.inline import run_inline
 
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
 NS, KEY = "support", "bot"

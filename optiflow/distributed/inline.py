@@ -1,5 +1,5 @@
-"""The pure compress workflow driven in this process with real model answers (no Celery):
-the reference a distributed run must reproduce."""
+"""The pure compress workflow driven in this process with real model answers (no Celery): the
+reference a distributed run must reproduce (tests, `make chaos`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from optiflow.llm.tokens import count_tokens
 
 
 def run_inline(spec: CompressSpec, job_id: str = "inline") -> OptimizationReport:
-    assert not spec.fail_fast, "the inline reference evaluates everything"
+    if spec.fail_fast:
+        raise ValueError("the inline reference evaluates everything: give it fail_fast=false")
     wf = CompressWorkflow(spec, job_id)
     state, action = wf.start(lambda text: count_tokens(text, spec.model.model))
     samples = {s.id: s for s in spec.dataset.samples}
