@@ -15,7 +15,9 @@ import pytest
 import optiflow.core
 
 CORE = Path(optiflow.core.__file__).resolve().parent
-ALLOWED_THIRD_PARTY = frozenset({"pydantic", "pydantic_core", "typing_extensions", "annotated_types"})
+ALLOWED_THIRD_PARTY = frozenset(
+    {"pydantic", "pydantic_core", "typing_extensions", "annotated_types", "scipy"}  # scipy: Mann-Whitney U
+)
 ALLOWED_OPTIFLOW = ("optiflow.core", "optiflow.errors")
 
 

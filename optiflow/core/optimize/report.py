@@ -1,0 +1,110 @@
+"""The optimize job's result (seed 003 §5.4 ``OptimizationHistory``): the primary output.
+
+It is what ``Finish`` carries and what the job replies with: the settings, every iteration and
+trial, the rejections, the best candidate (configuration, and the overrides / model params that
+apply it on top of the baseline tag), the termination reason and, with splits, the test results.
+:mod:`optiflow.core.optimize.document` turns it into seed 003's YAML shape and
+:mod:`optiflow.core.optimize.output` into progress lines and the summary box.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.compress import JobStats
+from optiflow.core.optimize.acceptance import AcceptanceSpec
+from optiflow.core.optimize.configuration import Configuration, TreatmentFactor
+from optiflow.core.optimize.history import IterationRecord
+from optiflow.core.optimize.lineage import LineageGraph, lineage
+from optiflow.core.optimize.scoring import Objective, ScorerSpec
+from optiflow.core.optimize.state import TestReport
+from optiflow.core.optimize.termination import CompositePolicy, TerminationReason
+from optiflow.core.optimize.trial import TrialResult
+from optiflow.core.optimize.validation import Rejection
+from optiflow.core.overrides import SectionOverride
+
+
+class OptimizationHistory(Frozen):
+    job_id: str
+    use_case: str
+    experiment: str
+    prompt_ns: str
+    prompt_key: str
+    treatment: TreatmentFactor
+    fixed_factors: dict[str, JSONValue] = Field(default_factory=dict)
+    objective: Objective
+    scorer: ScorerSpec
+    scorer_description: str
+    optimizer_description: str
+    termination_policy: CompositePolicy
+    acceptance: AcceptanceSpec
+    splits: bool = False
+    max_candidates_per_step: int
+    eval_runs: int
+    started_at: datetime
+    ended_at: datetime
+    iterations: tuple[IterationRecord, ...]
+    trials: tuple[TrialResult, ...]
+    rejections: tuple[Rejection, ...] = ()
+    baseline_candidate_id: str
+    best_candidate_id: str
+    best_configuration: Configuration
+    best_overrides: tuple[SectionOverride, ...] = ()
+    """Section overrides that apply the best on top of the baseline tag (the changed sections)."""
+    best_model_params: dict[str, JSONValue] = Field(default_factory=dict)
+    """Model params that apply the best (the changed treatment params)."""
+    termination_reason: TerminationReason
+    test: TestReport | None = None
+    proposal_errors: tuple[str, ...] = ()
+    stats: JobStats = Field(default_factory=JobStats)
+
+    # -- seed 003's query methods --------------------------------------------------------------
+    def trial(self, candidate_id: str) -> TrialResult | None:
+        return next((t for t in self.trials if t.candidate_id == candidate_id), None)
+
+    @property
+    def total_iterations(self) -> int:
+        return len(self.iterations)
+
+    @property
+    def best_iteration(self) -> IterationRecord:
+        return next(
+            (it for it in reversed(self.iterations) if it.new_best),
+            self.iterations[0],
+        )
+
+    @property
+    def baseline_score(self) -> float:
+        return self.iterations[0].best_so_far
+
+    @property
+    def best_score(self) -> float:
+        return self.iterations[-1].best_so_far
+
+    @property
+    def improved(self) -> bool:
+        return self.best_candidate_id != self.baseline_candidate_id
+
+    @property
+    def score_improvement(self) -> float:
+        """Best minus initial score (signed, in the score's unit)."""
+        return self.best_score - self.baseline_score
+
+    @property
+    def score_improvement_percent(self) -> float:
+        if self.baseline_score == 0:
+            return 0.0
+        return self.score_improvement / abs(self.baseline_score) * 100.0
+
+    @property
+    def total_duration_ms(self) -> float:
+        return (self.ended_at - self.started_at).total_seconds() * 1000.0
+
+    def lineage(self) -> LineageGraph:
+        return lineage(self.trials)
+
+
+__all__ = ["OptimizationHistory"]

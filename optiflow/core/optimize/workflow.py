@@ -1,0 +1,518 @@
+"""The optimize workflow (seeds 001-004) as a pure state machine, run by the same driver as compress.
+
+Steps (each is one chord):
+
+1. ``baseline``: the baseline configuration (the baseline tag's snapshot) on the trial samples
+   (all; train + val with splits). If every evaluation errors the job fails and the optimizer is
+   never initialized. Otherwise it is iteration 0, the first best, and the optimizer is
+   initialized with a :class:`RunContext`.
+2. Each further iteration:
+
+   - ``propose-N`` (only for a :class:`ModelAssistedOptimizer` with requests): the optimizer's
+     :class:`~optiflow.core.actions.RewriteRequest` s, answered in ``StepResults.rewrites``;
+   - ``iteration-N``: the optimizer's proposals are validated (rejections are recorded and never
+     evaluated); each accepted candidate gets an id ``cK``, its own temporary tag
+     ``opt-<job>-cK`` (its mask_id) and an :class:`EvalTarget`; all of them in one step, at most
+     ``max_candidates_per_step``. Results become :class:`TrialResult` s; acceptance picks the
+     new best (optionally by Mann-Whitney U); the optimizer observes the completed trials.
+     An iteration whose proposals were all rejected is recorded without a step.
+
+   After every iteration the termination policy (composite: first that fires) and then the
+   optimizer's ``should_stop`` are asked; an optimizer that proposes nothing also ends the run.
+3. ``test`` (splits only, when the dataset has test samples): the baseline and the best on the
+   test split.
+
+``Finish`` carries an :class:`OptimizationHistory`. Time comes from the injected ``clock``; the
+termination policies read it, nothing else does.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from optiflow.core.actions import Action, EvalTarget, Fail, Finish, RewriteReply, Step, StepResults
+from optiflow.core.compress import temp_tag_prefix
+from optiflow.core.evaluation import EvalResult, trial_summary
+from optiflow.core.experiment import Experiment
+from optiflow.core.optimize.acceptance import Contender, decide
+from optiflow.core.optimize.configuration import canonical, config_hash, config_params, config_sections
+from optiflow.core.optimize.history import IterationRecord
+from optiflow.core.optimize.optimizers import build_optimizer
+from optiflow.core.optimize.protocol import ModelAssistedOptimizer, Optimizer, RunContext
+from optiflow.core.optimize.report import OptimizationHistory
+from optiflow.core.optimize.spec import OptimizeSpec
+from optiflow.core.optimize.state import OptimizeState, TestOutcome, TestReport
+from optiflow.core.optimize.termination import TerminationCause, TerminationReason
+from optiflow.core.optimize.trial import Candidate, TrialResult, build_trial
+from optiflow.core.optimize.validation import CandidateValidator
+from optiflow.core.overrides import SectionOverride, now
+from optiflow.core.prompt import SectionPath
+
+BASELINE_ID = "c0"
+Clock = Callable[[], datetime]
+
+
+class _OptimizerFailed(Exception):
+    pass
+
+
+class OptimizeWorkflow:
+    """Holds only the immutable spec, the job id and the clock; all state is in the checkpoint."""
+
+    def __init__(
+        self,
+        spec: OptimizeSpec,
+        job_id: str,
+        *,
+        clock: Clock | None = None,
+        optimizer: Optimizer | None = None,
+    ) -> None:
+        """``optimizer`` replaces the one ``spec.optimizer`` describes (a custom algorithm; it
+        must be stateless, like the shipped ones, since a resumed job builds a new one)."""
+        self.spec = spec
+        self.job_id = job_id
+        self.clock: Clock = clock or now
+        self.optimizer: Optimizer = optimizer or build_optimizer(spec.optimizer, spec.factor)
+        self.validator = CandidateValidator(
+            spec.prompt, spec.factor, max_section_chars=spec.max_section_chars
+        )
+
+    @staticmethod
+    def load_state(data: Mapping[str, Any]) -> OptimizeState:
+        return OptimizeState.model_validate(data)
+
+    # -- naming ---------------------------------------------------------------------------
+    def tag(self, suffix: str) -> str:
+        return f"{temp_tag_prefix(self.job_id)}{suffix}"
+
+    def _candidate(
+        self, cid: str, step: int, iteration: int, config: Mapping[str, Any], **kw: Any
+    ) -> Candidate:
+        normalized = canonical(config)
+        return Candidate(
+            candidate_id=cid,
+            mask_id=self.tag(cid),
+            experiment_id=f"{self.job_id}-{cid}",
+            step_index=step,
+            iteration=iteration,
+            configuration=normalized,
+            config_hash=config_hash(normalized),
+            **kw,
+        )
+
+    def target(self, candidate: Candidate, sample_ids: Sequence[str]) -> EvalTarget:
+        """The candidate's evaluation: baseline overrides + its sections, baseline params + its params."""
+        spec = self.spec
+        if candidate.candidate_id == BASELINE_ID:
+            overrides: tuple[SectionOverride, ...] = spec.baseline_overrides
+            params = dict(spec.baseline_model_params)
+        else:
+            by_path = {o.path: o for o in spec.baseline_overrides}
+            for path, body in config_sections(candidate.configuration).items():
+                by_path[path] = SectionOverride(
+                    path=path, expected_hash=spec.prompt.section(path).hash, body=body
+                )
+            overrides = tuple(sorted(by_path.values(), key=lambda o: o.path))
+            params = {
+                **spec.baseline_model_params,
+                **{k: v for k, v in config_params(candidate.configuration).items() if v is not None},
+            }
+        return EvalTarget(
+            experiment=Experiment(
+                id=candidate.experiment_id,
+                name=candidate.candidate_id,
+                overrides_tag=candidate.mask_id,
+                parent_tag=spec.baseline_tag,
+                flags=spec.flags,
+            ),
+            overrides=overrides,
+            model_params=params,
+            sample_ids=tuple(sample_ids),
+            runs=spec.eval_runs,
+        )
+
+    # -- transitions ----------------------------------------------------------------------
+    def start(self, count_tokens: Callable[[str], int] | None = None) -> tuple[OptimizeState, Action]:
+        """``count_tokens`` is accepted for the driver's uniform call and not used."""
+        started = self.clock()
+        baseline = self._candidate(
+            BASELINE_ID, 0, 0, self.spec.baseline_configuration(), rationale="baseline"
+        )
+        state = OptimizeState(
+            job_id=self.job_id,
+            started_at=started,
+            iteration_started_at=started,
+            candidates=(baseline,),
+            pending=(BASELINE_ID,),
+        )
+        step = Step(index=0, name="baseline", targets=(self.target(baseline, self.spec.trial_ids()),))
+        return state, step
+
+    def advance(self, state: OptimizeState, results: StepResults) -> tuple[OptimizeState, Action]:
+        at = self.clock()
+        state = state.model_copy(
+            update={
+                "stats": state.stats.add(results.evals, proposals=len(results.rewrites)),
+                "step_index": state.step_index + 1,
+            }
+        )
+        by_exp: dict[str, list[EvalResult]] = defaultdict(list)
+        for r in results.evals:
+            by_exp[r.experiment_id].append(r)
+        try:
+            if state.phase == "baseline":
+                return self._after_baseline(state, by_exp, at)
+            if state.phase == "propose":
+                return self._after_propose(state, results.rewrites, at)
+            if state.phase == "trials":
+                return self._after_trials(state, by_exp, at)
+            if state.phase == "test":
+                return self._after_test(state, by_exp, at)
+        except _OptimizerFailed as exc:
+            return state.model_copy(update={"phase": "done", "ended_at": at}), Fail(error=str(exc))
+        return state, Fail(error=f"advance called on a finished job (phase {state.phase})")
+
+    def _after_baseline(
+        self, state: OptimizeState, by_exp: Mapping[str, list[EvalResult]], at: datetime
+    ) -> tuple[OptimizeState, Action]:
+        baseline = state.candidate(BASELINE_ID)
+        trial = self._trial(baseline, by_exp)
+        if not trial.completed or trial.acceptance_score is None or trial.objective_score is None:
+            failed = state.model_copy(update={"phase": "done", "ended_at": at, "trials": (trial,)})
+            return failed, Fail(error=f"baseline evaluation failed: {trial.error}")
+        trial = trial.model_copy(update={"accepted": True})
+        record = IterationRecord(
+            number=0,
+            step_index=0,
+            candidate_ids=(BASELINE_ID,),
+            best_candidate_id=BASELINE_ID,
+            score=trial.acceptance_score,
+            new_best=True,
+            best_candidate_so_far=BASELINE_ID,
+            best_so_far=trial.acceptance_score,
+            tokens=trial.total_tokens,
+            cost=trial.total_cost,
+            started_at=state.iteration_started_at,
+            ended_at=at,
+        )
+        state = state.model_copy(
+            update={
+                "trials": (trial,),
+                "iterations": (record,),
+                "best_candidate_id": BASELINE_ID,
+                "pending": (),
+            }
+        )
+        spec = self.spec
+        context = RunContext(
+            optimization_id=self.job_id,
+            evaluation_suite_id=f"{spec.dataset.name}:{spec.check.type}",
+            objective_name=spec.scorer.description(),
+            objective=spec.objective,
+            baseline_candidate_id=BASELINE_ID,
+            baseline_score=trial.objective_score,
+            max_candidates_per_step=spec.max_candidates_per_step,
+            baseline_configuration=baseline.configuration,
+            treatment=spec.factor,
+            prompt_id=spec.prompt.id,
+        )
+        opt_state = self._call("initialize", lambda: self.optimizer.initialize(context))
+        return self._after_iteration(state.model_copy(update={"optimizer": opt_state}), at)
+
+    def _after_iteration(self, state: OptimizeState, at: datetime) -> tuple[OptimizeState, Action]:
+        history = state.history()
+        reason = self.spec.termination.check(history, at)
+        if reason is not None:
+            return self._stop(state, reason, at)
+        assert state.optimizer is not None
+        opt = state.optimizer
+        decision = self._call("should_stop", lambda: self.optimizer.should_stop(opt, history))
+        if decision.should_stop:
+            return self._stop(state, _optimizer_reason(decision.message, decision.reason), at)
+        return self._next_iteration(state, at)
+
+    def _next_iteration(self, state: OptimizeState, at: datetime) -> tuple[OptimizeState, Action]:
+        state = state.model_copy(
+            update={"iteration_started_at": at, "proposal_tokens": 0, "proposal_cost": 0.0}
+        )
+        if isinstance(self.optimizer, ModelAssistedOptimizer):
+            assert state.optimizer is not None
+            opt, history, k = state.optimizer, state.history(), self.spec.max_candidates_per_step
+            assisted = self.optimizer
+            requests = self._call("requests", lambda: assisted.requests(opt, history, k))
+            if requests:
+                step = Step(
+                    index=state.step_index, name=f"propose-{len(state.iterations)}", rewrites=tuple(requests)
+                )
+                return state.model_copy(update={"phase": "propose"}), step
+        return self._propose(state, at)
+
+    def _after_propose(
+        self, state: OptimizeState, replies: Sequence[RewriteReply], at: datetime
+    ) -> tuple[OptimizeState, Action]:
+        assert isinstance(self.optimizer, ModelAssistedOptimizer) and state.optimizer is not None
+        opt, assisted = state.optimizer, self.optimizer
+        received = self._call("receive", lambda: assisted.receive(opt, list(replies)))
+        errors = tuple(f"{r.id}: {r.error}" for r in replies if r.error is not None)
+        state = state.model_copy(
+            update={
+                "optimizer": received,
+                "proposal_tokens": sum(r.prompt_tokens + r.completion_tokens for r in replies),
+                "proposal_cost": sum(r.cost for r in replies),
+                "proposal_errors": state.proposal_errors + errors,
+            }
+        )
+        return self._propose(state, at)
+
+    def _propose(self, state: OptimizeState, at: datetime) -> tuple[OptimizeState, Action]:
+        assert state.optimizer is not None
+        number = len(state.iterations)
+        history = state.history()
+        opt, k = state.optimizer, self.spec.max_candidates_per_step
+        proposals = self._call("propose", lambda: self.optimizer.propose(opt, history, k))
+        if not proposals:
+            decision = self._call("should_stop", lambda: self.optimizer.should_stop(opt, history))
+            if decision.should_stop:
+                reason = _optimizer_reason(decision.message, decision.reason)
+            else:
+                reason = TerminationReason(
+                    cause=TerminationCause.EXHAUSTED, message="The optimizer proposed no new candidate"
+                )
+            return self._stop(state, reason, at)
+        outcome = self.validator.validate(
+            proposals,
+            known_candidates=[c.candidate_id for c in state.candidates],
+            seen_hashes={c.config_hash: c.candidate_id for c in state.candidates},
+            max_candidates=k,
+            step_index=state.step_index,
+            iteration=number,
+        )
+        state = state.model_copy(update={"rejections": state.rejections + outcome.rejected})
+        if not outcome.accepted:
+            return self._record_iteration(state, [], at, step_index=None)
+        first = len(state.candidates)
+        new = tuple(
+            self._candidate(
+                f"c{first + i}",
+                state.step_index,
+                number,
+                a.configuration,
+                parent_candidate_ids=a.parent_candidate_ids,
+                rationale=a.rationale,
+            )
+            for i, a in enumerate(outcome.accepted)
+        )
+        state = state.model_copy(
+            update={
+                "phase": "trials",
+                "candidates": state.candidates + new,
+                "pending": tuple(c.candidate_id for c in new),
+            }
+        )
+        ids = self.spec.trial_ids()
+        step = Step(
+            index=state.step_index,
+            name=f"iteration-{number}",
+            targets=tuple(self.target(c, ids) for c in new),
+        )
+        return state, step
+
+    def _after_trials(
+        self, state: OptimizeState, by_exp: Mapping[str, list[EvalResult]], at: datetime
+    ) -> tuple[OptimizeState, Action]:
+        trials = [self._trial(state.candidate(cid), by_exp) for cid in state.pending]
+        return self._record_iteration(state, trials, at, step_index=state.step_index - 1)
+
+    def _record_iteration(
+        self, state: OptimizeState, trials: list[TrialResult], at: datetime, *, step_index: int | None
+    ) -> tuple[OptimizeState, Action]:
+        """Acceptance, the iteration record, ``observe``, then the stop checks."""
+        best = state.best_trial
+        assert best is not None and best.acceptance_score is not None and state.optimizer is not None
+        completed = [t for t in trials if t.completed and t.acceptance_score is not None]
+        contenders = [
+            Contender(candidate_id=t.candidate_id, score=t.acceptance_score or 0.0, values=t.sample_values)
+            for t in completed
+        ]
+        decision = decide(
+            contenders,
+            best_score=best.acceptance_score,
+            best_values=best.sample_values,
+            objective=self.spec.objective,
+            spec=self.spec.acceptance,
+        )
+        trials = [
+            t.model_copy(
+                update={
+                    "accepted": t.candidate_id == decision.accepted,
+                    "p_value": decision.p_values.get(t.candidate_id),
+                }
+            )
+            for t in trials
+        ]
+        top = min(contenders, key=lambda c: self.spec.objective.best_first(c.score), default=None)
+        accepted = next((t for t in trials if t.accepted), None)
+        previous = state.iterations[-1]
+        record = IterationRecord(
+            number=len(state.iterations),
+            step_index=step_index,
+            candidate_ids=tuple(t.candidate_id for t in trials),
+            best_candidate_id=top.candidate_id if top else None,
+            score=top.score if top else None,
+            status="success" if completed else ("failed" if trials else "no_candidates"),
+            new_best=accepted is not None,
+            best_candidate_so_far=accepted.candidate_id if accepted else previous.best_candidate_so_far,
+            best_so_far=(accepted.acceptance_score or 0.0) if accepted else previous.best_so_far,
+            tokens=sum(t.total_tokens for t in trials) + state.proposal_tokens,
+            cost=sum(t.total_cost for t in trials) + state.proposal_cost,
+            started_at=state.iteration_started_at,
+            ended_at=at,
+        )
+        opt = state.optimizer
+        observed_trials = [t for t in trials if t.completed]
+        observed = self._call("observe", lambda: self.optimizer.observe(opt, observed_trials))
+        state = state.model_copy(
+            update={
+                "trials": state.trials + tuple(trials),
+                "iterations": (*state.iterations, record),
+                "best_candidate_id": record.best_candidate_so_far,
+                "pending": (),
+                "optimizer": observed,
+            }
+        )
+        return self._after_iteration(state, at)
+
+    def _stop(
+        self, state: OptimizeState, reason: TerminationReason, at: datetime
+    ) -> tuple[OptimizeState, Action]:
+        state = state.model_copy(update={"termination": reason, "pending": ()})
+        test_ids = self.spec.test_ids()
+        if not test_ids:
+            return self._finish(state, at)
+        ids = [BASELINE_ID]
+        if state.best_candidate_id and state.best_candidate_id != BASELINE_ID:
+            ids.append(state.best_candidate_id)
+        targets = tuple(self.target(self._test_candidate(state.candidate(cid)), test_ids) for cid in ids)
+        return state.model_copy(update={"phase": "test"}), Step(
+            index=state.step_index, name="test", targets=targets
+        )
+
+    def _test_candidate(self, candidate: Candidate) -> Candidate:
+        suffix = f"test-{candidate.candidate_id}"
+        return candidate.model_copy(
+            update={"mask_id": self.tag(suffix), "experiment_id": f"{self.job_id}-{suffix}"}
+        )
+
+    def _after_test(
+        self, state: OptimizeState, by_exp: Mapping[str, list[EvalResult]], at: datetime
+    ) -> tuple[OptimizeState, Action]:
+        def outcome(cid: str) -> TestOutcome:
+            rs = by_exp.get(self._test_candidate(state.candidate(cid)).experiment_id, [])
+            summary = trial_summary(rs)
+            ok = [r for r in rs if not r.skipped]
+            score = None if not ok or all(r.error for r in ok) else self.spec.scorer.score(summary)
+            return TestOutcome(candidate_id=cid, score=score, summary=summary)
+
+        base = outcome(BASELINE_ID)
+        best_id = state.best_candidate_id or BASELINE_ID
+        report = TestReport(
+            sample_ids=self.spec.test_ids(),
+            baseline=base,
+            best=base if best_id == BASELINE_ID else outcome(best_id),
+        )
+        return self._finish(state.model_copy(update={"test": report}), at)
+
+    def _finish(self, state: OptimizeState, at: datetime) -> tuple[OptimizeState, Action]:
+        state = state.model_copy(update={"phase": "done", "ended_at": at})
+        return state, Finish(report=self.report(state))
+
+    # -- results --------------------------------------------------------------------------
+    def report(self, state: OptimizeState) -> OptimizationHistory:
+        spec = self.spec
+        best_id = state.best_candidate_id or BASELINE_ID
+        best = state.candidate(best_id)
+        base = state.candidate(BASELINE_ID)
+        base_sections = config_sections(base.configuration)
+        base_params = config_params(base.configuration)
+        changed: dict[SectionPath, str] = {
+            p: body for p, body in config_sections(best.configuration).items() if body != base_sections.get(p)
+        }
+        assert state.termination is not None
+        return OptimizationHistory(
+            job_id=self.job_id,
+            use_case=spec.name,
+            experiment=spec.experiment,
+            prompt_ns=spec.prompt.ns,
+            prompt_key=spec.prompt.key,
+            treatment=spec.factor,
+            fixed_factors=spec.fixed_factors(),
+            objective=spec.objective,
+            scorer=spec.scorer,
+            scorer_description=spec.scorer.description(),
+            optimizer_description=self.optimizer.description(),
+            termination_policy=spec.termination,
+            acceptance=spec.acceptance,
+            splits=spec.splits,
+            max_candidates_per_step=spec.max_candidates_per_step,
+            eval_runs=spec.eval_runs,
+            started_at=state.started_at,
+            ended_at=state.ended_at or state.started_at,
+            iterations=state.iterations,
+            trials=state.trials,
+            rejections=state.rejections,
+            baseline_candidate_id=BASELINE_ID,
+            best_candidate_id=best_id,
+            best_configuration=best.configuration,
+            best_overrides=tuple(
+                SectionOverride(path=p, expected_hash=spec.prompt.section(p).hash, body=body)
+                for p, body in sorted(changed.items())
+            ),
+            best_model_params={
+                k: v
+                for k, v in config_params(best.configuration).items()
+                if v is not None and v != base_params.get(k)
+            },
+            termination_reason=state.termination,
+            test=state.test,
+            proposal_errors=state.proposal_errors,
+            stats=state.stats,
+        )
+
+    def _trial(self, candidate: Candidate, by_exp: Mapping[str, list[EvalResult]]) -> TrialResult:
+        spec = self.spec
+        return build_trial(
+            candidate,
+            optimization_id=self.job_id,
+            results=by_exp.get(candidate.experiment_id, []),
+            train_ids=spec.train_ids(),
+            validation_ids=spec.validation_ids(),
+            dataset=spec.dataset,
+            scorer=spec.scorer,
+            metric=spec.acceptance.metric,
+            max_examples=spec.max_failing_examples,
+        )
+
+    @staticmethod
+    def _call(name: str, fn: Callable[[], Any]) -> Any:
+        """An optimizer method; an exception fails the job (seed 001 §9.1: optimizer exception)."""
+        try:
+            return fn()
+        except Exception as exc:
+            raise _OptimizerFailed(f"optimizer {name} failed: {exc}") from exc
+
+
+def _optimizer_reason(message: str | None, reason: object) -> TerminationReason:
+    from optiflow.core.optimize.protocol import StopReason
+
+    stop = reason if isinstance(reason, StopReason) else None
+    return TerminationReason(
+        cause=TerminationCause.OPTIMIZER,
+        message=message or (stop.value if stop else "the optimizer stopped"),
+        optimizer_reason=stop,
+    )
+
+
+__all__ = ["BASELINE_ID", "OptimizeWorkflow"]
