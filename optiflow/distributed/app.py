@@ -7,6 +7,7 @@ and control workers chosen by queue). JSON only; late acks so a killed worker's 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import Celery, bootsteps
@@ -18,6 +19,7 @@ from optiflow.distributed.tasks import register_tasks
 from optiflow.errors import ConfigError
 from optiflow.settings import Settings
 
+log = logging.getLogger(__name__)
 QUEUE_CONTROL = "optiflow.control"
 QUEUE_EVAL = "optiflow.eval"
 QUEUES = (QUEUE_CONTROL, QUEUE_EVAL)
@@ -108,7 +110,10 @@ class Recovery(bootsteps.StartStopStep):  # type: ignore[misc]
         interval = runtime_of(app).settings.recover_interval_s
 
         def tick() -> None:
-            app.tasks["optiflow.recover"].apply_async(queue=QUEUE_CONTROL)
+            try:
+                app.tasks["optiflow.recover"].apply_async(queue=QUEUE_CONTROL)
+            except Exception as exc:  # the broker is down: the next tick tries again
+                log.warning("recovery sweep not sent: %s", exc)
 
         tick()
         self.tref = c.timer.call_repeatedly(interval, tick)

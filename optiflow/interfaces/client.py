@@ -61,6 +61,8 @@ class JobHandle:
         A job that has already finished is answered from the database (its reply may have expired
         from the result backend, or, embedded, have landed in another process)."""
         from celery.exceptions import TimeoutError as CeleryTimeout
+        from kombu.exceptions import OperationalError
+        from redis.exceptions import ConnectionError as RedisConnectionError
 
         deadline = None if timeout is None else time.monotonic() + timeout
         done = self.result()
@@ -81,11 +83,24 @@ class JobHandle:
                 if deadline is not None and now > deadline:
                     raise JobError(f"job {self.id} did not finish within {timeout}s", field="timeout")
                 time.sleep(poll)
-        try:
-            payload = self.client.app.AsyncResult(self.id).get(timeout=timeout, propagate=True)
-        except CeleryTimeout:
-            raise JobError(f"job {self.id} did not finish within {timeout}s", field="timeout") from None
-        return OptimizeResult.model_validate(payload)
+        # Wait on the reply mailbox in short slices and look at the database between them: the
+        # reply survives in the database if the result backend lost it (a Redis restart), and a
+        # lost connection to the backend is retried instead of ending the wait.
+        while True:
+            slice_s = 5.0 if deadline is None else max(0.05, min(5.0, deadline - time.monotonic()))
+            try:
+                payload = self.client.app.AsyncResult(self.id).get(timeout=slice_s, propagate=True)
+                return OptimizeResult.model_validate(payload)
+            except CeleryTimeout:
+                pass
+            except (OSError, OperationalError, RedisConnectionError) as exc:
+                log.warning("job %s: result backend unreachable (%s); retrying", self.id, exc)
+                time.sleep(min(1.0, slice_s))
+            done = self.result()
+            if done is not None:
+                return done
+            if deadline is not None and time.monotonic() >= deadline:
+                raise JobError(f"job {self.id} did not finish within {timeout}s", field="timeout")
 
     def result(self) -> OptimizeResult | None:
         """The result if the job has finished (read from the database), else None."""

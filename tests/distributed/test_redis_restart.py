@@ -1,0 +1,108 @@
+"""Restarting Redis (no persistence) in the middle of a job.
+
+Its own throwaway ``redis-server`` on a free port, so nothing else loses its keys. The broker's
+queues, the chord's counter and the eval cache vanish; the job's checkpoint lives in SQL. The
+control worker finds the job stalled and launches its pending step again; it ends with the same
+report as an undisturbed run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from optiflow.distributed.chaos import decisions, start_workers
+from optiflow.distributed.inline import run_inline
+from optiflow.distributed.testing import ROOT, worker_env
+from optiflow.interfaces.client import Client
+from optiflow.jobfile import load_job
+from optiflow.settings import Settings
+
+pytestmark = [pytest.mark.redis, pytest.mark.workers]
+EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
+
+
+class RedisServer:
+    def __init__(self, port: int, log: Path) -> None:
+        self.port, self.log = port, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            pytest.fail("redis-server not found")
+        argv = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self.proc = subprocess.Popen(argv, stdout=self.log.open("a"), stderr=subprocess.STDOUT)
+        client = redis.Redis(port=self.port)
+        for _ in range(100):
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError(self.log.read_text())
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(10)
+            self.proc = None
+
+
+@pytest.fixture
+def server(redis_url: str, tmp_path: Path) -> Iterator[RedisServer]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = RedisServer(port, tmp_path / "redis.log")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def test_redis_restart_mid_job_resumes_with_the_same_report(server: RedisServer, tmp_path: Path) -> None:
+    model = {"model": "optiflow/sim", "params": {"sim_latency_ms": 5}}
+    spec = load_job(EXAMPLE, overrides={"fail_fast": False, "model": model})
+    expected = run_inline(spec)
+    url = f"redis://127.0.0.1:{server.port}/0"
+    env = worker_env(
+        url, "optiflow-restart", tmp_path, OPTIFLOW_STALE_AFTER_S="3", OPTIFLOW_RECOVER_INTERVAL_S="1"
+    )
+    settings = Settings(
+        redis_url=url,
+        key_prefix="optiflow-restart",
+        home=tmp_path,
+        database_url=env["OPTIFLOW_DATABASE_URL"],
+        stale_after_s=3,
+    )
+    procs = start_workers(env, tmp_path, "x", 8)
+    try:
+        with Client(settings, embedded=False) as client:
+            job = client.submit(spec)
+            deadline = time.monotonic() + 120
+            while True:  # into the candidates step (the second evaluation step), partly done
+                progress = client.runtime.scratch.progress(job.id)
+                if progress is not None and progress.step >= 2 and progress.done > progress.total // 4:
+                    break
+                assert time.monotonic() < deadline and not job.record().finished
+                time.sleep(0.01)
+            server.stop()
+            time.sleep(0.5)
+            server.start()  # empty: queues, chord counters, eval cache, temp tags are gone
+            result = job.wait(timeout=180)
+            assert result.status == "completed", result.error
+            assert result.report is not None
+            assert decisions(result.report) == decisions(expected)
+            assert result.report.stats.evaluations == expected.stats.evaluations
+            tags = client.runtime.store.list_tags(spec.prompt.ns, spec.prompt.key)
+            assert [t for t in tags if t.startswith("opt-")] == []
+    finally:
+        for p in procs:
+            p.stop()
