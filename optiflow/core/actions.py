@@ -83,7 +83,7 @@ class RewriteRequest(Frozen):
 
     id: str = Field(min_length=1)
     model: ModelConfig
-    prompt_id: str
+    prompt_id: str = ""
     section: SectionPath
     current: str
     max_length: int = Field(ge=1)

@@ -40,6 +40,28 @@ message; the user message carries ``<expected>...</expected>`` and ``<output>...
 reply is ``{"score": 1.0, ...}`` when the whitespace- and case-normalized expected text occurs in
 the output, else ``{"score": 0.0, ...}``.
 
+**Rewrite requests** are recognized by :data:`optiflow.llm.rewrite.REWRITE_MARKER` in the system
+message; the user message carries ``<section>...</section>``, the failing samples'
+``<input>...</input>`` and ``<variant>N</variant>``. A *hint* is a sentence of the section like
+``Questions about <topic> are filed under <LABEL>`` (:data:`HINT_RE`; ``filed|handled|logged|
+tracked|routed under|as|with``): it names a code without instructing the model, so the simulated
+model does not follow it. The reply is the section with up to ``sim_rewrite_rules`` (default 2)
+hints rewritten as rules (``When a customer asks about <topic>, reply with code <LABEL>``): the
+hints whose topic keywords all occur in some failing input, most failing inputs first, then in
+order; variant ``v`` starts at the ``v * k``-th of them (cyclically), so parallel variants convert
+different hints. Nothing relevant: the section comes back unchanged. :func:`rewrite_plan` computes it.
+
+**Policy rules** (a decision policy with a parameter block, for structured mutation): sentences
+``When [the] <metric> is below|under|above|over|at least|at most <param or number>, ... reply with
+code <LABEL>.`` (:data:`POLICY_RE`), an optional ``Otherwise ... reply with code <LABEL>.``, and
+parameter lines ``name: number`` or ``name: [a, b, ...]`` (trailing ``# comment`` allowed). When the
+user message carries observations ``metric=number`` for at least one policy rule, the rules whose
+comparison holds fire; among them the one whose label comes first in a list parameter named
+``priority`` or ``*_priority`` wins (labels compared case-insensitively; unlisted labels after,
+then prompt order); none fires: the ``Otherwise`` label. The reply names the label (``sentence``:
+``Based on the observations, my next action is <LABEL>.``). Prompts without policy rules, or
+messages without observations, are answered as before. :func:`policy_decision` computes it.
+
 **Options** arrive through ``ModelConfig.params`` (litellm hands unknown params to a custom
 provider in ``optional_params``):
 
@@ -54,6 +76,7 @@ provider in ``optional_params``):
   hash), ``rate_limit`` (429), ``timeout`` (408), ``server`` (503), ``auth`` (401, permanent),
   ``bad_request`` (400, permanent).
 - ``sim_seed`` (0).
+- ``sim_rewrite_rules`` (2): hints a rewrite request converts into rules.
 
 **Usage and cost.** Prompt tokens are counted with :mod:`optiflow.llm.tokens` (cl100k_base) plus
 3 per message and 3 for the reply priming; completion tokens are the reply's. The price
@@ -75,6 +98,7 @@ from typing import Any
 
 from optiflow.llm.compress import COMPRESS_MARKER
 from optiflow.llm.judge import JUDGE_MARKER
+from optiflow.llm.rewrite import REWRITE_MARKER
 from optiflow.llm.tokens import count_tokens
 
 SIM_MODEL = "optiflow/sim"
@@ -104,6 +128,28 @@ _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=[ \t]*(?:[-*\u2022]|\d
 _WORD = re.compile(r"[a-z0-9]+")
 _EXPECTED = re.compile(r"<expected>(.*?)</expected>", re.S)
 _OUTPUT = re.compile(r"<output>(.*)</output>", re.S)
+_LABEL = r"(?P<label>[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)*)\b"
+_REPLY_WITH = r"(?i:\b(?:reply|respond|answer)\s+with\s+(?:the\s+)?(?:code|label)\s+)"
+HINT_RE = re.compile(
+    r"(?i:\bquestions?\s+(?:about|regarding|on)\s+)(?P<topic>[^,.;:!?]+?)\s+"
+    r"(?i:(?:are|is)\s+(?:filed|handled|logged|tracked|routed)\s+(?:under|as|with)\s+)"
+    r"(?:(?i:(?:the\s+)?(?:code|label)\s+))?" + _LABEL
+)
+POLICY_RE = re.compile(
+    r"(?i:\bwhen\s+(?:the\s+)?)(?P<metric>[A-Za-z_][A-Za-z0-9_]*)\s+(?i:is)\s+"
+    r"(?P<op>(?i:below|under|above|over|at\s+least|at\s+most))\s+"
+    r"(?P<ref>-?\d+(?:\.\d+)?|[A-Za-z_][A-Za-z0-9_]*)\s*,[^.!?]*?" + _REPLY_WITH + _LABEL
+)
+DEFAULT_RE = re.compile(r"(?i:\botherwise\b)[^.!?]*?" + _REPLY_WITH + _LABEL)
+PARAM_RE = re.compile(
+    r"^[ \t]*(?:[-*][ \t]*)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)[ \t]*:[ \t]*"
+    r"(?P<value>-?\d+(?:\.\d+)?|\[[^\]\n]*\])[ \t]*(?:#[^\n]*)?$",
+    re.M,
+)
+_OBSERVATION = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*(?P<value>-?\d+(?:\.\d+)?)\b")
+_SECTION = re.compile(r"<section>\n?(.*?)\n?</section>", re.S)
+_INPUT = re.compile(r"<input>(.*?)</input>", re.S)
+_VARIANT = re.compile(r"<variant>(\d+)</variant>")
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +198,7 @@ class SimOptions:
     seed: int = 0
     compress_drop_pct: float = 25.0
     style: str = "sentence"
+    rewrite_rules: int = 2
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any] | None) -> SimOptions:
@@ -171,6 +218,7 @@ class SimOptions:
             seed=int(params.get("sim_seed", 0) or 0),
             compress_drop_pct=float(params.get("sim_compress_drop_pct", 25.0)),
             style=str(params.get("sim_style", "sentence")),
+            rewrite_rules=int(params.get("sim_rewrite_rules", 2)),
         )
 
 
@@ -298,6 +346,8 @@ class SimulatedModel:
             text = compress_section(user, opts.compress_drop_pct)
         elif JUDGE_MARKER in system:
             text = judge_reply(user)
+        elif REWRITE_MARKER in system:
+            text = rewrite_reply(user, opts.rewrite_rules)
         else:
             text = self._answer(system, user, opts, subject, run)
 
@@ -325,6 +375,9 @@ class SimulatedModel:
 
     @staticmethod
     def _answer(system: str, user: str, opts: SimOptions, subject: object, run: object) -> str:
+        decision = policy_decision(system, user)
+        if decision is not None:
+            return _policy_answer(decision, opts, subject, run)
         rule = match_rule(parse_rules(system), user)
         if rule is not None and opts.noise > 0 and _unit(opts.seed, "noise", subject, run) < opts.noise:
             rule = None
@@ -335,6 +388,144 @@ class SimulatedModel:
                 {"code": rule.label if rule else None, "answer": _sentence(rule)}, separators=(",", ":")
             )
         return _sentence(rule)
+
+
+@dataclass(frozen=True, slots=True)
+class RewritePlan:
+    converted: tuple[tuple[str, str], ...]  # (hint, rule) in the order applied
+    text: str
+
+
+def rewrite_plan(
+    body: str, failing_inputs: Sequence[str], variant: int = 0, per_call: int = 2
+) -> RewritePlan:
+    """What the simulated rewriter does to a section (see the module docstring)."""
+    inputs = [_keywords(text) for text in failing_inputs]
+    relevant: list[tuple[int, int, re.Match[str]]] = []
+    for position, m in enumerate(HINT_RE.finditer(body)):
+        keywords = _keywords(m.group("topic"))
+        hits = sum(1 for words in inputs if keywords and keywords <= words)
+        if hits:
+            relevant.append((-hits, position, m))
+    if not relevant or per_call <= 0:
+        return RewritePlan(converted=(), text=body)
+    relevant.sort(key=lambda x: (x[0], x[1]))
+    k = min(per_call, len(relevant))
+    start = (variant * k) % len(relevant)
+    chosen = [relevant[(start + j) % len(relevant)][2] for j in range(k)]
+    text = body
+    converted = []
+    for m in sorted(chosen, key=lambda m: -m.start()):
+        topic = " ".join(m.group("topic").split())
+        rule = f"When a customer asks about {topic}, reply with code {m.group('label')}"
+        text = text[: m.start()] + rule + text[m.end() :]
+        converted.append((m.group(0), rule))
+    return RewritePlan(converted=tuple(reversed(converted)), text=text)
+
+
+def rewrite_reply(user: str, per_call: int = 2) -> str:
+    section = _SECTION.search(user)
+    body = section.group(1) if section else ""
+    variant = _VARIANT.search(user)
+    plan = rewrite_plan(body, _INPUT.findall(user), int(variant.group(1)) if variant else 0, per_call)
+    return plan.text
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRule:
+    metric: str
+    op: str
+    ref: str
+    label: str
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    rules: tuple[PolicyRule, ...]
+    default: str | None
+    params: Mapping[str, float | tuple[str, ...]]
+
+
+@lru_cache(maxsize=512)
+def parse_policy(system: str) -> Policy:
+    """The policy rules, the ``Otherwise`` label and the parameter lines of a system prompt."""
+    rules = tuple(
+        PolicyRule(
+            m.group("metric").lower(),
+            " ".join(m.group("op").lower().split()),
+            m.group("ref"),
+            m.group("label"),
+            i,
+        )
+        for i, m in enumerate(POLICY_RE.finditer(system))
+    )
+    default = DEFAULT_RE.search(system)
+    params: dict[str, float | tuple[str, ...]] = {}
+    for m in PARAM_RE.finditer(system):
+        value = m.group("value")
+        if value.startswith("["):
+            params[m.group("name")] = tuple(
+                v.strip().strip("'\"") for v in value[1:-1].split(",") if v.strip()
+            )
+        else:
+            params[m.group("name")] = float(value)
+    return Policy(rules=rules, default=default.group("label") if default else None, params=params)
+
+
+def _holds(op: str, value: float, threshold: float) -> bool:
+    if op in ("below", "under"):
+        return value < threshold
+    if op in ("above", "over"):
+        return value > threshold
+    return value >= threshold if op == "at least" else value <= threshold
+
+
+def policy_decision(system: str, user: str) -> str | None:
+    """The label a policy prompt gives for the observations in ``user``; None when not a policy
+    question (no policy rule, or no observation of a rule's metric)."""
+    policy = parse_policy(system)
+    if not policy.rules:
+        return None
+    observed = {m.group("name").lower(): float(m.group("value")) for m in _OBSERVATION.finditer(user)}
+    if not any(r.metric in observed for r in policy.rules):
+        return None
+    fired = []
+    for rule in policy.rules:
+        value = observed.get(rule.metric)
+        ref = policy.params.get(rule.ref) if not re.match(r"^-?\d", rule.ref) else float(rule.ref)
+        if value is None or not isinstance(ref, float):
+            continue
+        if _holds(rule.op, value, ref):
+            fired.append(rule)
+    if not fired:
+        return policy.default
+    order: tuple[str, ...] = next(
+        (
+            v
+            for k, v in policy.params.items()
+            if isinstance(v, tuple) and (k.lower() == "priority" or k.lower().endswith("_priority"))
+        ),
+        (),
+    )
+    ranks = [o.casefold() for o in order]
+
+    def rank(rule: PolicyRule) -> tuple[int, int]:
+        label = rule.label.casefold()
+        return (ranks.index(label) if label in ranks else len(ranks), rule.position)
+
+    return min(fired, key=rank).label
+
+
+def _policy_answer(label: str | None, opts: SimOptions, subject: object, run: object) -> str:
+    if label is not None and opts.noise > 0 and _unit(opts.seed, "noise", subject, run) < opts.noise:
+        label = None
+    if opts.style == "label":
+        return label or "UNKNOWN"
+    text = GENERIC_ANSWER if label is None else f"Based on the observations, my next action is {label}."
+    if opts.style == "json":
+        return json.dumps({"code": label, "answer": text}, separators=(",", ":"))
+    return text
 
 
 def _sentence(rule: Rule | None) -> str:
@@ -434,11 +625,16 @@ def importlib_attr(module: str, name: str) -> Any:
 
 __all__ = [
     "GENERIC_ANSWER",
+    "HINT_RE",
+    "POLICY_RE",
     "PRICE_INPUT_PER_TOKEN",
     "PRICE_OUTPUT_PER_TOKEN",
     "RULE_RE",
     "SIM_MODEL",
     "CompressPlan",
+    "Policy",
+    "PolicyRule",
+    "RewritePlan",
     "Rule",
     "SimOptions",
     "SimReply",
@@ -449,5 +645,9 @@ __all__ = [
     "judge_reply",
     "make_handler",
     "match_rule",
+    "parse_policy",
     "parse_rules",
+    "policy_decision",
+    "rewrite_plan",
+    "rewrite_reply",
 ]
