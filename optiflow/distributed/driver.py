@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery import chord, states
 
+from optiflow.core import progress
 from optiflow.core.actions import Action, Fail, Finish, ProposalError, SectionEdit, Step, StepResults
 from optiflow.core.compress import CompressState, OptimizationReport, temp_tag_prefix
 from optiflow.core.evaluation import EvalResult
@@ -60,14 +61,18 @@ def start(app: Celery, rt: Runtime, job_id: str) -> None:
     wf = rt.workflow(job_id)
     model = wf.spec.model.model
     state, action = wf.start(lambda text: count_tokens(text, model))
-    if rt.jobs.save_step(
+    counts = progress.counts_after((), action, rejected=0, evaluations_done=0)
+    recorded = rt.jobs.record_step(
         job_id,
         expected_step=0,
-        step_index=_index(state, action),
+        new_step=_index(state, action),
         state=state.model_dump(mode="json"),
         action=action_to_json(action),
         expected_status="queued",
-    ):
+        events=[progress.status_changed("running"), progress.progress_event(0, counts)],
+    )
+    if recorded:
+        rt.publish(job_id, recorded.events)
         launch(app, rt, job_id, action)
 
 
@@ -87,17 +92,29 @@ def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequenc
         complete(app, rt, job_id, "cancelled", error="cancelled by user")
         return
     state = CompressState.model_validate(rec.state)
-    new_state, action = rt.workflow(job_id).advance(state, parse_results(raw))
-    saved = rt.jobs.save_step(
+    results = parse_results(raw)
+    new_state, action = rt.workflow(job_id).advance(state, results)
+    trials = progress.step_trials(step, results)
+    counts = progress.counts_after(
+        rt.jobs.trials(job_id) + trials,
+        action,
+        rejected=len(new_state.rejected),
+        evaluations_done=new_state.stats.evaluations,
+    )
+    recorded = rt.jobs.record_step(
         job_id,
         expected_step=step_index,
-        step_index=_index(new_state, action),
+        new_step=_index(new_state, action),
         state=new_state.model_dump(mode="json"),
         action=action_to_json(action),
+        trials=trials,
+        items=results.evals,
+        events=[*progress.trial_events(trials), progress.progress_event(step_index, counts)],
     )
-    if not saved:
+    if not recorded:
         log.warning("job %s: step %s already advanced by another delivery", job_id, step_index)
         return
+    rt.publish(job_id, recorded.events)
     _remove_step_tags(rt, job_id, step)
     launch(app, rt, job_id, action)
 
@@ -142,8 +159,11 @@ def complete(
         completed_at=now(),
     )
     payload = result.model_dump(mode="json")
-    if not rt.jobs.finish(job_id, status, result=payload, error=error, only_from=only_from):
+    events = [progress.status_changed(status, error=error), progress.run_finished(status, error=error)]
+    if not rt.jobs.finish(job_id, status, result=payload, error=error, only_from=only_from, events=events):
         return None
+    keys = {e.key for e in events}  # published with the seqs the database gave them
+    rt.publish(job_id, [e for e in rt.jobs.events(job_id) if e.key in keys])
     rt.scratch.cancel(job_id)  # an evaluation still queued for a finished job is skipped
     remove_temp_tags(rt, job_id)
     app.backend.store_result(job_id, payload, states.SUCCESS)

@@ -7,13 +7,16 @@ evaluate task costs one signal check, one cache lookup and the model call.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from optiflow.core.compress import CompressSpec, CompressWorkflow
 from optiflow.core.dataset import Sample
+from optiflow.core.history import Event
 from optiflow.core.overrides import PromptOverrides
 from optiflow.distributed.scratch import JobScratch, MemoryJobScratch, RedisJobScratch
 from optiflow.errors import ConfigError
@@ -24,6 +27,9 @@ if TYPE_CHECKING:
     import redis
 
     from optiflow.stores.base import OverridesStore
+
+
+log = logging.getLogger(__name__)
 
 
 class _LRU:
@@ -78,6 +84,22 @@ class Runtime:
         if self.embedded:
             return MemoryJobScratch()
         return RedisJobScratch(self.redis, self.settings.key_prefix)
+
+    def publish(self, job_id: str, events: Sequence[Event]) -> None:
+        """Publish committed events on Redis pub/sub (distributed mode). Best effort: the events
+        table is the record; a consumer that missed a message reads it from there."""
+        if self.embedded or not events:
+            return
+        from optiflow.stores import keys
+
+        channel = keys.events_channel(self.settings.key_prefix, job_id)
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            for event in events:
+                pipe.publish(channel, event.model_dump_json())
+            pipe.execute()
+        except Exception as exc:
+            log.warning("job %s: events not published: %s", job_id, exc)
 
     # -- memoized per process -------------------------------------------------------------------
     def spec(self, job_id: str) -> CompressSpec:

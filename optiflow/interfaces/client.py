@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from optiflow.core.compress import TEMP_TAG_PREFIX, CompressSpec
 from optiflow.core.overrides import STABLE, SectionOverride, Version, check_tag
+from optiflow.core.progress import status_changed
 from optiflow.core.result import OptimizeResult
 from optiflow.errors import JobError, ValidationError
 from optiflow.persistence.jobs import JobRecord, JobStatus
@@ -164,7 +165,14 @@ class Client:
             )
         spec = self._with_baseline_snapshot(spec)
         job_id = uuid.uuid4().hex
-        self.runtime.jobs.create(job_id, spec.kind, spec.name, spec.model_dump(mode="json"))
+        self.runtime.jobs.create(
+            job_id,
+            spec.kind,
+            spec.name,
+            spec.model_dump(mode="json"),
+            dataset=spec.dataset.samples,
+            events=[status_changed("queued")],
+        )
         if self.runtime.embedded:
             self._embedded_jobs.append(job_id)
         self._ensure_worker()

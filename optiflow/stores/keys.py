@@ -64,3 +64,8 @@ def progress(prefix: str, job_id: str) -> str:
 def lock(prefix: str, name: str) -> str:
     """String, with TTL: a named lock (the recovery sweep, re-issuing one job's action)."""
     return f"{prefix}:lock:{name}"
+
+
+def events_channel(prefix: str, job_id: str) -> str:
+    """Pub/sub channel: the job's events as JSON, published after they are committed."""
+    return f"{prefix}:events:{job_id}"

@@ -1,4 +1,4 @@
-"""Job commands: submit, status, report, apply, cancel, resume, jobs, worker, demo."""
+"""Job commands: submit, status, watch, report, apply, cancel, resume, jobs, worker, demo."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -15,7 +15,7 @@ from optiflow.interfaces.cli._common import echo, settings
 
 if TYPE_CHECKING:
     from optiflow.core.result import OptimizeResult
-    from optiflow.interfaces.client import Client
+    from optiflow.interfaces.client import Client, JobHandle
 
 EXAMPLE = Path("examples") / "support-bot" / "job.yaml"
 CHECKOUT = Path(__file__).resolve().parents[3]  # an editable install's checkout
@@ -83,8 +83,47 @@ def submit(job_file: Path, wait_: bool, apply_: bool, timeout: float | None, as_
             if as_json:
                 echo(json.dumps({"job_id": job.id, "status": "queued"}))
             return
-        result = job.wait(timeout)
+        result = _progress_then_result(job, timeout, quiet=as_json)
         _finish(client, result, apply=apply_, as_json=as_json, elapsed=time.monotonic() - started)
+
+
+def _progress_then_result(job: JobHandle, timeout: float | None, *, quiet: bool) -> OptimizeResult:
+    """Progress lines (and a live bar on a terminal) on stderr until the job ends."""
+    if quiet:
+        return job.wait(timeout)
+    from optiflow.interfaces.watch import watch as watch_job
+
+    watch_job(job, out=sys.stderr, timeout=timeout, show_summary=False)
+    return job.wait(timeout=30)  # already ended: answered from the database
+
+
+@click.command()
+@click.argument("job_id")
+@click.option(
+    "--verbosity",
+    type=click.Choice(["minimal", "summary", "full"]),
+    default="summary",
+    show_default=True,
+    help="progress lines and the closing summary",
+)
+@click.option("--timeout", type=float, default=None, help="seconds to watch at most")
+def watch(job_id: str, verbosity: str, timeout: float | None) -> None:
+    """Follow a job: progress lines, a live bar on a terminal, then the summary box.
+
+    Starting late is fine: every event of the job is shown once, in order."""
+    from optiflow.interfaces.watch import Verbosity
+    from optiflow.interfaces.watch import watch as watch_job
+
+    if timeout is not None and not timeout > 0:
+        raise ValidationError(f"must be a positive number of seconds, got {timeout}", field="--timeout")
+    with _job_client(job_id) as client:
+        job = client.job(job_id)
+        if client.runtime.embedded and job.status() == "running":
+            echo(f"note: job {job_id} runs in the embedded worker of the process that submitted it")
+        level = cast("Verbosity", verbosity)  # click.Choice checked it
+        result = watch_job(job, out=sys.stdout, verbosity=level, timeout=timeout)
+        if not result.ok:
+            sys.exit(1)
 
 
 @click.command()
@@ -211,10 +250,10 @@ def demo(job_file: Path | None, as_json: bool) -> None:
         started = time.monotonic()
         job = client.submit_file(job_file)
         echo(f"submitted {job.id}")
-        result = job.wait(timeout=client.settings.job_timeout_s)
+        result = _progress_then_result(job, client.settings.job_timeout_s, quiet=as_json)
         _finish(client, result, apply=False, as_json=as_json, elapsed=time.monotonic() - started)
         if result.ok and not as_json:
             echo(f"\napply it with: optiflow apply {job.id}")
 
 
-COMMANDS = [submit, status, report, apply, cancel, resume, jobs_command, worker, demo]
+COMMANDS = [submit, status, watch, report, apply, cancel, resume, jobs_command, worker, demo]
