@@ -173,6 +173,7 @@ class Client:
             dataset=spec.dataset.samples,
             events=[status_changed("queued")],
         )
+        self.runtime.publish(job_id, self.runtime.jobs.events(job_id))
         if self.runtime.embedded:
             self._embedded_jobs.append(job_id)
         self._ensure_worker()
