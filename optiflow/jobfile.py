@@ -1,4 +1,4 @@
-"""Job files (YAML) -> a self-contained :class:`CompressSpec`.
+"""Job files (YAML) -> a self-contained spec of their ``kind`` (compress, optimize, measure).
 
 ``prompt`` and ``dataset`` are paths relative to the job file; ``prompt`` may instead be
 ``NS/KEY`` of a prompt pushed to the store. Everything is validated before anything is written.
@@ -11,18 +11,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from optiflow.core.compress import CompressSpec
+from optiflow.core.jobs import KINDS
+from optiflow.core.measure import MeasureSpec
+from optiflow.core.optimize.spec import OptimizeSpec
 from optiflow.errors import ValidationError
 from optiflow.files import load_dataset, load_prompt, parse_model, read_yaml
 
 if TYPE_CHECKING:
     from optiflow.stores.base import OverridesStore
 
-KINDS = ("compress",)
+SPECS: dict[str, type[CompressSpec | OptimizeSpec | MeasureSpec]] = {
+    "compress": CompressSpec,
+    "optimize": OptimizeSpec,
+    "measure": MeasureSpec,
+}
 
 
 def load_job(
     path: str | Path, *, store: OverridesStore | None = None, overrides: Mapping[str, Any] | None = None
-) -> CompressSpec:
+) -> CompressSpec | OptimizeSpec | MeasureSpec:
     p = Path(path)
     data = read_yaml(p)
     if not isinstance(data, dict):
@@ -38,8 +45,9 @@ def load_job(
     if isinstance(data["dataset"], str):
         data["dataset"] = load_dataset(p.parent / data["dataset"])
     data.setdefault("name", p.stem if p.stem != "job" else p.parent.name)
-    data.setdefault("strategy", {"type": "llm", "model": data["model"]})
-    return parse_model(CompressSpec, data, str(p))
+    if kind == "compress":
+        data.setdefault("strategy", {"type": "llm", "model": data["model"]})
+    return parse_model(SPECS[kind], data, str(p))
 
 
 def _prompt(value: Any, job_path: Path, store: OverridesStore | None) -> Any:

@@ -188,6 +188,10 @@ class CompressWorkflow:
         self.job_id = job_id
 
     # -- naming ---------------------------------------------------------------------------
+    @staticmethod
+    def load_state(data: Mapping[str, Any]) -> CompressState:
+        return CompressState.model_validate(data)
+
     def _tag(self, suffix: str) -> str:
         return f"{temp_tag_prefix(self.job_id)}{suffix}"
 

@@ -119,6 +119,18 @@ def best_changed(candidate_id: str, score: float | None, *, step_index: int) -> 
     )
 
 
+ITERATION_RECORDED = "iteration_recorded"
+
+
+def iteration_event(number: int, line: str, *, score: float | None, new_best: bool) -> Event:
+    """An optimize iteration closed; ``line`` is its seed-003 progress line."""
+    return Event(
+        type=ITERATION_RECORDED,
+        key=f"iteration:{number}",
+        payload={"iteration": number, "line": line, "score": score, "new_best": new_best},
+    )
+
+
 def progress_event(step_index: int, counts: Counts) -> Event:
     return Event(type=PROGRESS_CHANGED, key=f"progress:{step_index}", payload=counts.model_dump(mode="json"))
 

@@ -7,6 +7,8 @@ from typing import Literal
 
 from optiflow.core.base import Frozen
 from optiflow.core.compress import OptimizationReport
+from optiflow.core.measure import MeasureDocument
+from optiflow.core.optimize.report import OptimizationHistory
 from optiflow.errors import JobError
 
 FinalStatus = Literal["completed", "failed", "cancelled"]
@@ -16,7 +18,7 @@ class OptimizeResult(Frozen):
     job_id: str
     kind: str = "compress"
     status: FinalStatus
-    report: OptimizationReport | None = None
+    report: OptimizationReport | OptimizationHistory | MeasureDocument | None = None
     error: str | None = None
     completed_at: datetime
 

@@ -88,7 +88,7 @@ def run_round(
     finally:
         for p in (control, evaluator, *restarted):
             p.stop()
-    assert result.report is not None
+    assert isinstance(result.report, OptimizationReport)
     tags = client.runtime.store.list_tags(spec.prompt.ns, spec.prompt.key)
     return Round(
         kill_step=kill_step,

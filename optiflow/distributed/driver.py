@@ -18,9 +18,20 @@ from typing import TYPE_CHECKING, Any
 from celery import chord, states
 
 from optiflow.core import progress
-from optiflow.core.actions import Action, Fail, Finish, ProposalError, SectionEdit, Step, StepResults
-from optiflow.core.compress import CompressState, OptimizationReport, temp_tag_prefix
+from optiflow.core.actions import (
+    Action,
+    Fail,
+    Finish,
+    ProposalError,
+    RewriteReply,
+    SectionEdit,
+    Step,
+    StepResults,
+)
+from optiflow.core.compress import temp_tag_prefix
 from optiflow.core.evaluation import EvalResult
+from optiflow.core.history import Event, Rejection, Trial
+from optiflow.core.jobs import parse_report
 from optiflow.core.overrides import now
 from optiflow.core.prompt import path_str
 from optiflow.core.result import FinalStatus, OptimizeResult
@@ -40,13 +51,13 @@ def action_to_json(action: Action) -> dict[str, Any]:
     return {"type": kind, **action.model_dump(mode="json")}
 
 
-def action_from_json(data: dict[str, Any]) -> Action:
+def action_from_json(data: dict[str, Any], job_kind: str) -> Action:
     data = dict(data)
     kind = data.pop("type")
     if kind == "step":
         return Step.model_validate(data)
     if kind == "finish":
-        return Finish(report=OptimizationReport.model_validate(data["report"]))
+        return Finish(report=parse_report(job_kind, data["report"]))
     return Fail.model_validate(data)
 
 
@@ -59,7 +70,7 @@ def start(app: Celery, rt: Runtime, job_id: str) -> None:
         log.info("job %s already started (%s): duplicate start ignored", job_id, rec.status)
         return
     wf = rt.workflow(job_id)
-    model = wf.spec.model.model
+    model = rt.spec(job_id).model.model
     state, action = wf.start(lambda text: count_tokens(text, model))
     counts = progress.counts_after((), action, rejected=0, evaluations_done=0)
     recorded = rt.jobs.record_step(
@@ -69,7 +80,11 @@ def start(app: Celery, rt: Runtime, job_id: str) -> None:
         state=state.model_dump(mode="json"),
         action=action_to_json(action),
         expected_status="queued",
-        events=[progress.status_changed("running"), progress.progress_event(0, counts)],
+        events=[
+            progress.status_changed("running"),
+            *_start_lines(rt, job_id),
+            progress.progress_event(0, counts),
+        ],
     )
     if recorded:
         rt.publish(job_id, recorded.events)
@@ -85,22 +100,31 @@ def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequenc
             "job %s: stale chord body for step %s (job is at %s) ignored", job_id, step_index, rec.step_index
         )
         return
-    step = action_from_json(rec.action)
+    step = action_from_json(rec.action, rec.kind)
     assert isinstance(step, Step)
     if rt.scratch.cancelled(job_id):
         _remove_step_tags(rt, job_id, step)
         complete(app, rt, job_id, "cancelled", error="cancelled by user")
         return
-    state = CompressState.model_validate(rec.state)
+    wf = rt.workflow(job_id)
+    state = wf.load_state(rec.state or {})
     results = parse_results(raw)
-    new_state, action = rt.workflow(job_id).advance(state, results)
-    trials = progress.step_trials(step, results)
+    new_state, action = wf.advance(state, results)
+    trials = _with_lineage(progress.step_trials(step, results), new_state)
+    rejections = _new_rejections(state, new_state)
     counts = progress.counts_after(
         rt.jobs.trials(job_id) + trials,
         action,
-        rejected=len(new_state.rejected),
+        rejected=_rejected(new_state),
         evaluations_done=new_state.stats.evaluations,
     )
+    events = [*progress.trial_events(trials), progress.progress_event(step_index, counts)]
+    events += _iteration_events(rt, job_id, state, new_state)
+    best = getattr(new_state, "best_candidate_id", None)
+    if best is not None and best != getattr(state, "best_candidate_id", None):
+        trial = next((t for t in new_state.trials if t.candidate_id == best), None)
+        score = getattr(trial, "objective_score", None)
+        events.append(progress.best_changed(best, score, step_index=step_index))
     recorded = rt.jobs.record_step(
         job_id,
         expected_step=step_index,
@@ -109,7 +133,8 @@ def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequenc
         action=action_to_json(action),
         trials=trials,
         items=results.evals,
-        events=[*progress.trial_events(trials), progress.progress_event(step_index, counts)],
+        rejections=rejections,
+        events=events,
     )
     if not recorded:
         log.warning("job %s: step %s already advanced by another delivery", job_id, step_index)
@@ -132,8 +157,8 @@ def finish(app: Celery, rt: Runtime, job_id: str) -> None:
     rec = rt.jobs.get(job_id)
     if rec.finished or rec.action is None:
         return
-    action = action_from_json(rec.action)
-    if isinstance(action, Finish) and isinstance(action.report, OptimizationReport):
+    action = action_from_json(rec.action, rec.kind)
+    if isinstance(action, Finish):
         complete(app, rt, job_id, "completed", report=action.report)
 
 
@@ -143,7 +168,7 @@ def complete(
     job_id: str,
     status: FinalStatus,
     *,
-    report: OptimizationReport | None = None,
+    report: Any = None,
     error: str | None = None,
     only_from: tuple[JobStatus, ...] = ("queued", "running"),
 ) -> OptimizeResult | None:
@@ -186,8 +211,78 @@ def cancel(app: Celery, rt: Runtime, job_id: str) -> None:
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _index(state: CompressState, action: Action) -> int:
-    return action.index if isinstance(action, Step) else state.step_index
+def _index(state: Any, action: Action) -> int:
+    return action.index if isinstance(action, Step) else int(state.step_index)
+
+
+def _start_lines(rt: Runtime, job_id: str) -> list[Event]:
+    from optiflow.core.optimize.output import start_line
+    from optiflow.core.optimize.spec import OptimizeSpec
+
+    spec = rt.spec(job_id)
+    if not isinstance(spec, OptimizeSpec) or spec.treatment is None:
+        return []
+    line = start_line(spec.name, spec.treatment, spec.objective)
+    return [Event(type="optimize_started", key="optimize_started", payload={"line": line})]
+
+
+def _iteration_events(rt: Runtime, job_id: str, before: Any, after: Any) -> list[Event]:
+    """An optimize job's iterations closed by this step, as seed 003's progress lines."""
+    from optiflow.core.optimize.output import iteration_line
+
+    done = getattr(after, "iterations", ())[len(getattr(before, "iterations", ())) :]
+    name = rt.spec(job_id).name
+    return [
+        progress.iteration_event(it.number, iteration_line(name, it), score=it.score, new_best=it.new_best)
+        for it in done
+    ]
+
+
+def _rejected(state: Any) -> int:
+    """Candidates turned down so far: compress's rejected edits, optimize's refused proposals."""
+    return len(getattr(state, "rejected", ())) + len(getattr(state, "rejections", ()))
+
+
+def _new_rejections(before: Any, after: Any) -> list[Rejection]:
+    """Proposals the optimizer's validation refused in this step (never evaluated)."""
+    old = len(getattr(before, "rejections", ()))
+    return [
+        Rejection(
+            step_index=r.step_index,
+            reason_code=r.reason_code,
+            config_hash=r.config_hash,
+            detail=r.message,
+            extra={
+                "iteration": r.iteration,
+                "proposed_index": r.proposed_index,
+                "duplicate_of": r.duplicate_of,
+            },
+        )
+        for r in getattr(after, "rejections", ())[old:]
+    ]
+
+
+def _with_lineage(trials: list[Trial], state: Any) -> list[Trial]:
+    """Optimize candidates carry their parents, canonical config hash and rationale."""
+    by_experiment = {c.experiment_id: c for c in getattr(state, "candidates", ())}
+    out = []
+    for trial in trials:
+        c = by_experiment.get(trial.candidate_id)
+        if c is None:
+            out.append(trial)
+            continue
+        out.append(
+            trial.model_copy(
+                update={
+                    "parent_candidate_ids": c.parent_candidate_ids,
+                    "config_hash": c.config_hash,
+                    "rationale": c.rationale,
+                    "configuration": c.configuration,
+                    "extra": {**trial.extra, "name": c.candidate_id},
+                }
+            )
+        )
+    return out
 
 
 def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
@@ -206,6 +301,8 @@ def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
         return
     evaluate, propose = app.tasks["optiflow.evaluate"], app.tasks["optiflow.propose"]
     header = [propose.s(job_id, path_str(p)) for p in step.propose]
+    rewrite = app.tasks["optiflow.rewrite"]
+    header += [rewrite.s(job_id, r.model_dump(mode="json")) for r in step.rewrites]
     # Interleave runs, samples and targets so each candidate meets its guarded samples early:
     # fail-fast then stops a regressing candidate after a few evaluations.
     order = _sample_order(step)
@@ -220,7 +317,7 @@ def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
                             job_id, target.experiment.id, target.experiment.overrides_tag, sid, run, guarded
                         )
                     )
-    rt.scratch.start_step(job_id, step.index, len(header) - len(step.propose))
+    rt.scratch.start_step(job_id, step.index, len(header) - len(step.propose) - len(step.rewrites))
     body = app.tasks["optiflow.advance"].s(job_id, step.index)
     chord(header)(body.on_error(app.tasks["optiflow.chord_error"].s(job_id)))
 
@@ -238,14 +335,19 @@ def parse_results(raw: Sequence[Any]) -> StepResults:
     evals: list[EvalResult] = []
     edits: list[SectionEdit] = []
     errors: list[ProposalError] = []
+    rewrites: list[RewriteReply] = []
     for item in raw:
-        if "edit" in item:
+        if "rewrite" in item:
+            rewrites.append(RewriteReply.model_validate(item["rewrite"]))
+        elif "edit" in item:
             edits.append(SectionEdit.model_validate(item["edit"]))
         elif "proposal_error" in item:
             errors.append(ProposalError.model_validate(item["proposal_error"]))
         else:
             evals.append(EvalResult.model_validate(item))
-    return StepResults(evals=tuple(evals), edits=tuple(edits), proposal_errors=tuple(errors))
+    return StepResults(
+        evals=tuple(evals), edits=tuple(edits), proposal_errors=tuple(errors), rewrites=tuple(rewrites)
+    )
 
 
 def _remove_step_tags(rt: Runtime, job_id: str, step: Step) -> None:

@@ -14,9 +14,12 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from optiflow.core.compress import CompressSpec, CompressWorkflow
+from optiflow.core.compress import CompressSpec
 from optiflow.core.dataset import Sample
 from optiflow.core.history import Event
+from optiflow.core.jobs import Workflow, parse_spec, workflow_for
+from optiflow.core.measure import MeasureSpec
+from optiflow.core.optimize.spec import OptimizeSpec
 from optiflow.core.overrides import PromptOverrides
 from optiflow.distributed.scratch import JobScratch, MemoryJobScratch, RedisJobScratch
 from optiflow.errors import ConfigError
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
+JobSpec = CompressSpec | OptimizeSpec | MeasureSpec
 
 
 class _LRU:
@@ -102,15 +106,15 @@ class Runtime:
             log.warning("job %s: events not published: %s", job_id, exc)
 
     # -- memoized per process -------------------------------------------------------------------
-    def spec(self, job_id: str) -> CompressSpec:
-        def load() -> CompressSpec:
-            return CompressSpec.model_validate(self.jobs.get(job_id).spec)
+    def spec(self, job_id: str) -> JobSpec:
+        def load() -> JobSpec:
+            return parse_spec(self.jobs.get(job_id).spec)
 
-        spec: CompressSpec = self._specs.get(job_id, load)
+        spec: JobSpec = self._specs.get(job_id, load)
         return spec
 
-    def workflow(self, job_id: str) -> CompressWorkflow:
-        return CompressWorkflow(self.spec(job_id), job_id)
+    def workflow(self, job_id: str) -> Workflow:
+        return workflow_for(self.spec(job_id), job_id)
 
     def sample(self, job_id: str, sample_id: str) -> Sample:
         by_id: dict[str, Sample] = self._samples.get(

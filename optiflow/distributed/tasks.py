@@ -3,6 +3,7 @@
 - ``optiflow.start(job_id)``: ask the workflow for its first action and launch it.
 - ``optiflow.evaluate(job_id, experiment_id, tag, sample_id, run, guarded)``: one evaluation.
 - ``optiflow.propose(job_id, section)``: one section's compression proposal.
+- ``optiflow.rewrite(job_id, request)``: one model-assisted proposal of an optimizer.
 - ``optiflow.advance(results, job_id, step)``: the chord body.
 - ``optiflow.finish(job_id)`` / ``optiflow.fail(job_id, error)``: end the job and reply.
 - ``optiflow.chord_error(request, exc, traceback, job_id)``: errback that fails the job.
@@ -39,6 +40,10 @@ def register_tasks(app: Celery, rt: Runtime) -> None:
     @app.task(name="optiflow.propose", shared=False)  # type: ignore[untyped-decorator]
     def propose(job_id: str, section: str) -> dict[str, Any]:
         return work.propose_one(rt, job_id, section)
+
+    @app.task(name="optiflow.rewrite", shared=False)  # type: ignore[untyped-decorator]
+    def rewrite(job_id: str, request: dict[str, Any]) -> dict[str, Any]:
+        return work.rewrite_one(request)
 
     @app.task(name="optiflow.advance", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def advance(results: list[Any], job_id: str, step_index: int) -> None:

@@ -75,12 +75,25 @@ def evaluate_one(
 
 def propose_one(rt: Runtime, job_id: str, path_text: str) -> dict[str, Any]:
     path = parse_path(path_text)
+    spec = rt.spec(job_id)
     try:
-        edit = propose_edit(rt.spec(job_id), path)
+        if not isinstance(spec, CompressSpec):
+            raise TypeError(f"section proposals are for compress jobs, not {spec.kind}")
+        edit = propose_edit(spec, path)
     except Exception as exc:  # a proposal failure skips the section; the job goes on
         log.warning("job %s: compressing %s failed: %s", job_id, path_text, exc)
         return {"proposal_error": ProposalError(path=path, error=str(exc)).model_dump(mode="json")}
     return {"edit": edit.model_dump(mode="json")}
+
+
+def rewrite_one(request: dict[str, Any]) -> dict[str, Any]:
+    """Run one rewrite request of an optimizer; its failure is a reply with ``error``, never a
+    raise (the chord must complete)."""
+    from optiflow.core.actions import RewriteRequest
+    from optiflow.llm.rewrite import run_rewrite
+
+    reply = run_rewrite(RewriteRequest.model_validate(request))
+    return {"rewrite": reply.model_dump(mode="json")}
 
 
 def propose_edit(spec: CompressSpec, path: SectionPath) -> SectionEdit:

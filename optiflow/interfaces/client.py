@@ -23,9 +23,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from optiflow.core.compress import TEMP_TAG_PREFIX, CompressSpec
+from optiflow.core.compress import TEMP_TAG_PREFIX, CompressSpec, OptimizationReport
+from optiflow.core.jobs import JobSpec, parse_spec
+from optiflow.core.measure import MeasureSpec
+from optiflow.core.optimize.report import OptimizationHistory
+from optiflow.core.optimize.spec import OptimizeSpec
 from optiflow.core.overrides import STABLE, SectionOverride, Version, check_tag
-from optiflow.core.progress import status_changed
+from optiflow.core.progress import run_finished, status_changed
 from optiflow.core.result import OptimizeResult
 from optiflow.errors import JobError, ValidationError
 from optiflow.persistence.jobs import JobRecord, JobStatus
@@ -156,13 +160,12 @@ class Client:
             self._worker = None
 
     # -- submission ---------------------------------------------------------------------------
-    def submit(self, spec: CompressSpec) -> JobHandle:
+    def submit(self, spec: JobSpec) -> JobHandle:
         """Validate, snapshot the baseline tag's overrides into the spec, persist, enqueue."""
-        check_tag(spec.baseline_tag)
-        if spec.baseline_tag.startswith(TEMP_TAG_PREFIX):
-            raise ValidationError(
-                f"tags starting with {TEMP_TAG_PREFIX!r} are temporary", field="baseline_tag"
-            )
+        field = "tag" if isinstance(spec, MeasureSpec) else "baseline_tag"
+        check_tag(_base_tag(spec))
+        if _base_tag(spec).startswith(TEMP_TAG_PREFIX):
+            raise ValidationError(f"tags starting with {TEMP_TAG_PREFIX!r} are temporary", field=field)
         spec = self._with_baseline_snapshot(spec)
         job_id = uuid.uuid4().hex
         self.runtime.jobs.create(
@@ -180,7 +183,9 @@ class Client:
         try:
             self.app.tasks["optiflow.start"].apply_async(args=[job_id], task_id=f"{job_id}-start")
         except Exception as exc:  # never leave a job 'queued' that nobody will start
-            self.runtime.jobs.finish(job_id, "failed", error=f"could not enqueue: {exc}")
+            error = f"could not enqueue: {exc}"
+            ended = [status_changed("failed", error=error), run_finished("failed", error=error)]
+            self.runtime.jobs.finish(job_id, "failed", error=error, events=ended)
             raise JobError(f"could not enqueue job {job_id}: {exc}", field="broker") from exc
         return JobHandle(self, job_id)
 
@@ -214,14 +219,27 @@ class Client:
                 raise JobError(f"job {result} has not finished ({job.status()})", field="job")
             result = loaded
         result.raise_for_error()
-        assert result.report is not None
-        if not result.report.modifications:
+        report = result.report
+        spec = parse_spec(self.runtime.jobs.get(result.job_id).spec)
+        params: dict[str, Any] = {}
+        if isinstance(report, OptimizationReport):
+            sections = [
+                SectionOverride(path=m.section_path, expected_hash=m.original_hash, body=m.proposed_body)
+                for m in report.modifications
+            ]
+            what = f"{len(sections)} modification(s), -{report.total_token_reduction} tokens"
+        elif isinstance(report, OptimizationHistory):
+            if report.best_candidate_id == report.baseline_candidate_id:
+                return None
+            sections, params = list(report.best_overrides), dict(report.best_model_params)
+            what = (
+                f"best candidate {report.best_candidate_id} of {report.experiment}: "
+                f"score {report.baseline_score} -> {report.best_score}"
+            )
+        else:
+            raise JobError(f"a {result.kind} job measures; it has nothing to apply", field="job")
+        if not sections and not params:
             return None
-        spec = CompressSpec.model_validate(self.runtime.jobs.get(result.job_id).spec)
-        sections = [
-            SectionOverride(path=m.section_path, expected_hash=m.original_hash, body=m.proposed_body)
-            for m in result.report.modifications
-        ]
         store = self.runtime.store
         store.put_prompt(spec.prompt)
         return store.apply(
@@ -229,8 +247,8 @@ class Client:
             sections,
             tag=check_tag(tag),
             source=f"job:{result.job_id}",
-            description=description
-            or f"{len(sections)} modification(s), -{result.report.total_token_reduction} tokens",
+            description=description or what,
+            model_params=params or None,
         )
 
     # -- internals ----------------------------------------------------------------------------
@@ -266,12 +284,20 @@ class Client:
 
             threading.Thread(target=preload, name="optiflow-litellm-import", daemon=True).start()
 
-    def _with_baseline_snapshot(self, spec: CompressSpec) -> CompressSpec:
+    def _with_baseline_snapshot(self, spec: AnySpec) -> AnySpec:
         if spec.baseline_overrides:
             return spec
-        current = self.runtime.store.resolve(spec.prompt.ns, spec.prompt.key, spec.baseline_tag)
+        current = self.runtime.store.resolve(spec.prompt.ns, spec.prompt.key, _base_tag(spec))
         if current is None:
             return spec
         fresh = spec.prompt.fresh_overrides(current)  # stale ones are skipped with a warning
         params: Mapping[str, Any] = current.model_params
         return spec.model_copy(update={"baseline_overrides": fresh, "baseline_model_params": dict(params)})
+
+
+AnySpec = CompressSpec | OptimizeSpec | MeasureSpec
+
+
+def _base_tag(spec: AnySpec) -> str:
+    """The tag whose overrides the job starts from (a measure job's ``tag``)."""
+    return spec.tag if isinstance(spec, MeasureSpec) else spec.baseline_tag

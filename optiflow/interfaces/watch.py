@@ -59,6 +59,14 @@ def line(kind: str, name: str, event: Event) -> str | None:
     """One progress line per event (seed 003's ``OPTIMIZE [use case] ...`` style)."""
     p = event.payload
     head = f"{kind.upper()} [{name}]"
+    if isinstance(p.get("line"), str):  # a line the workflow wrote (seed 003's iteration lines)
+        return str(p["line"])
+    if kind == "optimize" and event.type in (
+        TRIAL_ADDED_OR_UPDATED,
+        PROGRESS_CHANGED,
+        BEST_CANDIDATE_CHANGED,
+    ):
+        return None  # an optimize job speaks in iterations
     if event.type == RUN_STATUS_CHANGED:
         error = f": {p['error']}" if p.get("error") else ""
         return f"{head} {str(p['status']).capitalize()}{error}"
@@ -134,6 +142,10 @@ def watch(
             total = int(event.payload.get("evaluations_total") or 0)
         if event.type == BEST_CANDIDATE_CHANGED:
             best = f"{event.payload.get('candidate_id')} ({event.payload.get('score')})"
+        if event.type == RUN_STATUS_CHANGED and verbosity != "minimal":
+            ended = _termination_line(job, rec.name)  # seed 003 names the reason before the end
+            if ended:
+                out.write(ended + "\n")
         text = line(rec.kind, rec.name, event)
         if bar is not None:
             bar.clear()
@@ -150,14 +162,26 @@ def watch(
     return result
 
 
+def _termination_line(job: JobHandle, name: str) -> str | None:
+    from optiflow.core.optimize.output import termination_line
+    from optiflow.core.optimize.report import OptimizationHistory
+
+    result = job.result()
+    if result is None or not isinstance(result.report, OptimizationHistory):
+        return None
+    return termination_line(name, result.report.termination_reason)
+
+
 def summary(result: OptimizeResult, verbosity: Verbosity = "summary") -> str:
-    """The closing box: ``minimal`` one line, ``summary`` the report, ``full`` plus its stats."""
+    """The closing box: ``minimal`` one line, ``summary`` the report, ``full`` plus its stats
+    (an optimize job: seed 003's summary box at that verbosity)."""
+    from optiflow.core.compress import OptimizationReport
     from optiflow.interfaces.console import format_result
 
     report = result.report
-    if verbosity == "minimal" or report is None:
-        if report is None:
-            return f"job {result.job_id}: {result.status}" + (f" ({result.error})" if result.error else "")
+    if not isinstance(report, OptimizationReport):
+        return format_result(result, verbosity=verbosity)
+    if verbosity == "minimal":
         return (
             f"job {result.job_id}: {result.status}; accepted {len(report.modifications)}, "
             f"rejected {len(report.rejected)}, -{report.total_token_reduction} tokens"

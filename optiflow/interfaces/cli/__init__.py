@@ -17,7 +17,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    from optiflow.interfaces.cli import db, evaluate, jobs, prompt
+    from optiflow.interfaces.cli import db, evaluate, jobs, prompt, replay
 
     main.add_command(prompt.prompt)
     main.add_command(evaluate.eval_command)
@@ -28,6 +28,7 @@ def _register() -> None:
         main.add_command(command)
     for command in db.COMMANDS:
         main.add_command(command)
+    main.add_command(replay.replay)
 
 
 def run(argv: list[str] | None = None) -> None:

@@ -14,6 +14,7 @@ from optiflow.errors import JobError, NotFoundError, ValidationError
 from optiflow.interfaces.cli._common import echo, settings
 
 if TYPE_CHECKING:
+    from optiflow.core.optimize.report import OptimizationHistory
     from optiflow.core.result import OptimizeResult
     from optiflow.interfaces.client import Client, JobHandle
 
@@ -44,17 +45,51 @@ def _job_client(job_id: str) -> Client:
     return Client(s)
 
 
+FELL_BELOW = 3  # exit code: a measure job's pass-rate lower bound fell under --fail-below
+
+
 def _finish(
-    client: Client, result: OptimizeResult, *, apply: bool, as_json: bool, elapsed: float | None
+    client: Client,
+    result: OptimizeResult,
+    *,
+    apply: bool,
+    as_json: bool,
+    elapsed: float | None,
+    history_dir: Path | None = Path(),
 ) -> None:
+    """Print the result; an optimize job's YAML history goes under ``history_dir``. Exit 1 when
+    the job did not complete, 3 when a measure job fell under its ``fail_below``."""
+    from optiflow.core.measure import MeasureDocument
+    from optiflow.core.optimize.report import OptimizationHistory
     from optiflow.interfaces.console import format_result
 
     echo(result.model_dump_json(indent=2) if as_json else format_result(result, elapsed_s=elapsed))
+    report = result.report
+    if isinstance(report, OptimizationHistory) and history_dir is not None:
+        click.echo(f"history: {write_history(report, history_dir)}", err=True)
     if apply and result.ok:
         version = client.apply(result)
         echo(f"applied as {version.tag} {version.version}" if version else "nothing to apply")
     if not result.ok:
         sys.exit(1)
+    if isinstance(report, MeasureDocument) and report.failed:
+        click.echo(
+            f"pass rate lower bound {report.wilson.lower:.1%} is under --fail-below {report.fail_below:.1%}",
+            err=True,
+        )
+        sys.exit(FELL_BELOW)
+
+
+def write_history(report: OptimizationHistory, root: Path) -> Path:
+    """Seed 003's YAML history file: ``optimizations/<use case>/<experiment>_<timestamp>.yaml``."""
+    import yaml
+
+    from optiflow.core.optimize.document import history_document, history_path
+
+    path = root / history_path(report.use_case, report.experiment, report.ended_at)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(history_document(report), sort_keys=False, allow_unicode=True))
+    return path
 
 
 @click.command()
@@ -63,20 +98,51 @@ def _finish(
 @click.option("--apply", "apply_", is_flag=True, help="with --wait: apply accepted changes to stable")
 @click.option("--timeout", type=float, default=None, help="seconds to wait at most")
 @click.option("--json", "as_json", is_flag=True, help="print the result (or the job id) as JSON")
-def submit(job_file: Path, wait_: bool, apply_: bool, timeout: float | None, as_json: bool) -> None:
+@click.option(
+    "--fail-below",
+    type=float,
+    default=None,
+    help="measure jobs: exit 3 when the pass rate's Wilson lower bound is under RATE (0..1)",
+)
+@click.option(
+    "--history-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path(),
+    show_default=True,
+    help="optimize jobs: where optimizations/<use case>/<experiment>_<timestamp>.yaml goes",
+)
+def submit(
+    job_file: Path,
+    wait_: bool,
+    apply_: bool,
+    timeout: float | None,
+    as_json: bool,
+    fail_below: float | None,
+    history_dir: Path,
+) -> None:
     """Submit JOB_FILE (YAML). Prints the job id; --wait prints the report.
 
     On the embedded default the job runs in this process, so the command always waits; a job
-    still unfinished when the command ends (--timeout, Ctrl-C) is ended ``cancelled``."""
+    still unfinished when the command ends (--timeout, Ctrl-C) is ended ``cancelled``.
+    Exit codes: 0 done, 1 the job failed or was cancelled, 2 refused input, 3 a measure job fell
+    under --fail-below."""
     if apply_ and not wait_:
         raise ValidationError("--apply needs --wait", field="--apply")
+    if fail_below is not None and not 0 <= fail_below <= 1:
+        raise ValidationError(f"must be a rate between 0 and 1, got {fail_below}", field="--fail-below")
     if timeout is not None and not timeout > 0:
         raise ValidationError(f"must be a positive number of seconds, got {timeout}", field="--timeout")
     with _client() as client:
         if client.runtime.embedded:
             wait_ = True  # the embedded worker lives in this process: stay until the job is done
         started = time.monotonic()
-        job = client.submit_file(job_file)
+        overrides = {} if fail_below is None else {"fail_below": fail_below}
+        if fail_below is not None:
+            from optiflow.jobfile import load_job
+
+            if load_job(job_file).kind != "measure":
+                raise ValidationError("only measure jobs have a pass-rate floor", field="--fail-below")
+        job = client.submit_file(job_file, **overrides)
         # with --json, stdout holds nothing but the JSON document
         click.echo(f"submitted {job.id}", err=as_json)
         if not wait_:
@@ -84,7 +150,14 @@ def submit(job_file: Path, wait_: bool, apply_: bool, timeout: float | None, as_
                 echo(json.dumps({"job_id": job.id, "status": "queued"}))
             return
         result = _progress_then_result(job, timeout, quiet=as_json)
-        _finish(client, result, apply=apply_, as_json=as_json, elapsed=time.monotonic() - started)
+        _finish(
+            client,
+            result,
+            apply=apply_,
+            as_json=as_json,
+            elapsed=time.monotonic() - started,
+            history_dir=history_dir,
+        )
 
 
 def _progress_then_result(job: JobHandle, timeout: float | None, *, quiet: bool) -> OptimizeResult:
@@ -140,14 +213,20 @@ def status(job_id: str) -> None:
 @click.command()
 @click.argument("job_id")
 @click.option("--json", "as_json", is_flag=True)
-def report(job_id: str, as_json: bool) -> None:
+@click.option(
+    "--history-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="optimize jobs: also write the YAML history file under this directory",
+)
+def report(job_id: str, as_json: bool, history_dir: Path | None) -> None:
     """Print a finished job's report."""
     with _job_client(job_id) as client:
         job = client.job(job_id)
         result = job.result()
         if result is None:
             raise JobError(f"job {job_id} has not finished ({job.status()})", field="job")
-        _finish(client, result, apply=False, as_json=as_json, elapsed=None)
+        _finish(client, result, apply=False, as_json=as_json, elapsed=None, history_dir=history_dir)
 
 
 @click.command()
