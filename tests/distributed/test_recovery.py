@@ -19,7 +19,7 @@ import pytest
 from optiflow.distributed import recovery
 from optiflow.distributed.chaos import decisions, run_round, start_workers
 from optiflow.distributed.inline import run_inline
-from optiflow.distributed.testing import ROOT, worker_env
+from optiflow.distributed.testing import ROOT, WorkerProcess, worker_env
 from optiflow.errors import ConflictError
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
@@ -97,3 +97,39 @@ def test_resume_refusals_orphan_sweep_and_automatic_recovery_of_a_lost_start(
     finally:
         for p in procs:
             p.stop()
+
+
+def test_optimize_job_survives_kill_9_of_the_control_worker(env: dict[str, str], tmp_path: Path) -> None:
+    from optiflow.core.optimize.report import OptimizationHistory
+
+    def decisions_of(h: object) -> tuple[object, ...]:
+        assert isinstance(h, OptimizationHistory)
+        return (
+            tuple((i.number, i.score, i.best_so_far, i.new_best, i.status) for i in h.iterations),
+            h.best_configuration,
+            h.termination_reason.cause,
+            len(h.rejections),
+        )
+
+    example = ROOT / "examples" / "weak-helpdesk" / "job.yaml"
+    with client_for(env) as client:
+        control, evaluator = start_workers(env, tmp_path, "o1", 4)
+        restarted: list[WorkerProcess] = []
+        try:
+            undisturbed = client.submit_file(example).wait(timeout=180).raise_for_error().report
+            job = client.submit_file(example)
+            deadline = time.monotonic() + 120
+            while client.runtime.jobs.get(job.id).step_index < 3:  # a few iterations in
+                assert time.monotonic() < deadline and not job.record().finished
+                time.sleep(0.01)
+            control.kill()  # kill -9 the control worker in the middle of the run
+            again = WorkerProcess(
+                env, "optiflow.control", pool="prefork", concurrency=1, log=tmp_path / "control-o2.log"
+            )
+            restarted.append(again)
+            again.wait_ready()
+            got = job.wait(timeout=180).raise_for_error().report
+        finally:
+            for p in (control, evaluator, *restarted):
+                p.stop()
+    assert decisions_of(got) == decisions_of(undisturbed)
