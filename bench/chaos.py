@@ -11,6 +11,7 @@ undisturbed run (the pure workflow with the same model answers).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import random
@@ -23,7 +24,7 @@ from pathlib import Path
 from bench.compress import bench_env
 from optiflow.distributed.chaos import decisions, run_round
 from optiflow.distributed.inline import run_inline
-from optiflow.distributed.testing import ROOT
+from optiflow.distributed.testing import ROOT, postgres_database
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
 from optiflow.settings import Settings
@@ -37,6 +38,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--seed", type=int, default=20261126)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "chaos_results.md")
+    parser.add_argument(
+        "--postgres",
+        default="postgresql+psycopg://postgres@127.0.0.1:5432/test",
+        help="server for the PostgreSQL rounds ('' = SQLite only); rounds alternate SQLite / PostgreSQL",
+    )
     args = parser.parse_args()
 
     model = {"model": "optiflow/sim", "params": {"sim_latency_ms": 5}}
@@ -44,29 +50,46 @@ def main() -> None:
     expected = run_inline(spec)
     rng = random.Random(args.seed)
     rows = []
-    with bench_env() as (base_env, _), tempfile.TemporaryDirectory() as logs:
-        env = {**base_env, "OPTIFLOW_STALE_AFTER_S": str(STALE_AFTER_S), "OPTIFLOW_RECOVER_INTERVAL_S": "1"}
-        settings = Settings(
-            redis_url=env["OPTIFLOW_REDIS_URL"],
-            key_prefix=env["OPTIFLOW_KEY_PREFIX"],
-            home=Path(env["OPTIFLOW_HOME"]),
-            database_url=env["OPTIFLOW_DATABASE_URL"],
-            stale_after_s=STALE_AFTER_S,
-        )
-        with Client(settings, embedded=False) as client:
-            for n in range(args.rounds):
-                r = run_round(env, Path(logs), client, spec, rng, eval_steps=expected.stats.steps, n=n)
-                ok = {
-                    "same_report": decisions(r.report) == decisions(expected),
-                    "each_evaluation_once": r.report.stats.evaluations == expected.stats.evaluations,
-                    "no_temp_tag_left": r.temp_tags_left == [],
-                }
-                rows.append({**asdict(r), "report": None, **ok, "evaluations": r.report.stats.evaluations})
-                print(
-                    f"round {n + 1}/{args.rounds}: killed at {r.killed_at}; recovered in "
-                    f"{r.recovered_s:.1f}s; {'OK' if all(ok.values()) else f'FAILED {ok}'}",
-                    flush=True,
-                )
+    with (
+        bench_env() as (redis_env, _),
+        tempfile.TemporaryDirectory() as logs,
+        contextlib.ExitStack() as stack,
+    ):
+        base_env = {
+            **redis_env,
+            "OPTIFLOW_STALE_AFTER_S": str(STALE_AFTER_S),
+            "OPTIFLOW_RECOVER_INTERVAL_S": "1",
+        }
+        databases = {"sqlite": base_env["OPTIFLOW_DATABASE_URL"]}
+        if args.postgres:
+            databases["postgres"] = stack.enter_context(postgres_database(args.postgres))
+        clients = {}
+        for db, url in databases.items():
+            settings = Settings(
+                redis_url=base_env["OPTIFLOW_REDIS_URL"],
+                key_prefix=base_env["OPTIFLOW_KEY_PREFIX"],
+                home=Path(base_env["OPTIFLOW_HOME"]),
+                database_url=url,
+                stale_after_s=STALE_AFTER_S,
+            )
+            clients[db] = stack.enter_context(Client(settings, embedded=False))
+        names = list(databases)
+        for n in range(args.rounds):
+            db = names[n % len(names)]
+            env = {**base_env, "OPTIFLOW_DATABASE_URL": databases[db]}
+            r = run_round(env, Path(logs), clients[db], spec, rng, eval_steps=expected.stats.steps, n=n)
+            ok = {
+                "same_report": decisions(r.report) == decisions(expected),
+                "each_evaluation_once": r.report.stats.evaluations == expected.stats.evaluations,
+                "no_temp_tag_left": r.temp_tags_left == [],
+            }
+            evaluations = r.report.stats.evaluations
+            rows.append({**asdict(r), "report": None, **ok, "evaluations": evaluations, "database": db})
+            print(
+                f"round {n + 1}/{args.rounds} ({db}): killed at {r.killed_at}; recovered in "
+                f"{r.recovered_s:.1f}s; {'OK' if all(ok.values()) else f'FAILED {ok}'}",
+                flush=True,
+            )
     passed = sum(all(r[k] for k in ("same_report", "each_evaluation_once", "no_temp_tag_left")) for r in rows)
     lines = [
         "# optiflow chaos: kill -9 workers in the middle of a job",
@@ -75,6 +98,7 @@ def main() -> None:
         f"{platform.python_version()} by `make chaos` (`python -m bench.chaos`, seed {args.seed}).",
         f"Job: `examples/support-bot` compress, fail-fast off, simulated model at 5 ms; eval worker "
         f"`-P threads -c 8`, control worker prefork 1; OPTIFLOW_STALE_AFTER_S={STALE_AFTER_S}.",
+        "Rounds alternate the jobs database between SQLite and PostgreSQL.",
         "Each round kills the eval worker (SIGKILL to its process group) once a random evaluation step",
         "is a random fraction done, then the control worker, and starts both again. Reference: the",
         f"pure workflow with the same model answers ({expected.stats.evaluations} evaluations, "
@@ -83,12 +107,12 @@ def main() -> None:
         f"**{passed}/{len(rows)} rounds** ended with the reference report, every evaluation counted once "
         "and no temporary tag left.",
         "",
-        "| round | killed at | recovered in s | wall s | evaluations | same report | each once | no temp tag |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| round | database | killed at | recovered in s | wall s | evaluations | same report | each once | no temp tag |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for i, r in enumerate(rows, 1):
         lines.append(
-            f"| {i} | {r['killed_at']} | {r['recovered_s']:.1f} | {r['wall_s']:.1f} | {r['evaluations']} | "
+            f"| {i} | {r['database']} | {r['killed_at']} | {r['recovered_s']:.1f} | {r['wall_s']:.1f} | {r['evaluations']} | "
             f"{r['same_report']} | {r['each_evaluation_once']} | {r['no_temp_tag_left']} |"
         )
     args.out.write_text("\n".join(lines) + "\n")

@@ -111,3 +111,34 @@ def running_workers(
     finally:
         for p in procs:
             p.stop()
+
+
+@contextmanager
+def postgres_database(server_url: str) -> Iterator[str]:
+    """A throwaway, migrated PostgreSQL database on ``server_url``'s server (dropped after)."""
+    import sqlalchemy as sa
+
+    from optiflow.persistence.migrate import upgrade
+
+    def run(url: str, statement: str) -> None:
+        engine = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+        try:
+            with engine.connect() as conn:
+                conn.execute(sa.text(statement))
+        finally:
+            engine.dispose()
+
+    name = f"optiflow_run_{uuid.uuid4().hex[:12]}"
+    run(server_url, f'CREATE DATABASE "{name}"')
+    url = sa.make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        from optiflow.persistence import JobRepository
+
+        engine = JobRepository._engines.pop(url, None)
+        JobRepository._ready.discard(url)
+        if engine is not None:
+            engine.dispose()
+        run(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

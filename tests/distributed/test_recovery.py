@@ -12,6 +12,7 @@ import os
 import random
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ import pytest
 from optiflow.distributed import recovery
 from optiflow.distributed.chaos import decisions, run_round, start_workers
 from optiflow.distributed.inline import run_inline
-from optiflow.distributed.testing import ROOT, WorkerProcess, worker_env
+from optiflow.distributed.testing import ROOT, WorkerProcess, postgres_database, worker_env
 from optiflow.errors import ConflictError
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
@@ -28,6 +29,7 @@ from optiflow.settings import Settings
 pytestmark = [pytest.mark.redis, pytest.mark.workers]
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
 ROUNDS = int(os.environ.get("OPTIFLOW_CHAOS_ROUNDS", "5"))
+PG_ROUNDS = int(os.environ.get("OPTIFLOW_CHAOS_PG_ROUNDS", "2"))
 
 
 @pytest.fixture
@@ -35,6 +37,16 @@ def env(redis_url: str, redis_prefix: str, tmp_path: Path) -> dict[str, str]:
     return worker_env(
         redis_url, redis_prefix, tmp_path, OPTIFLOW_STALE_AFTER_S="3", OPTIFLOW_RECOVER_INTERVAL_S="1"
     )
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_env(request: pytest.FixtureRequest, env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """The workers' environment with the jobs database on SQLite or on PostgreSQL."""
+    if request.param == "sqlite":
+        yield env
+        return
+    with postgres_database(request.getfixturevalue("postgres_url")) as url:
+        yield {**env, "OPTIFLOW_DATABASE_URL": url}
 
 
 def client_for(env: dict[str, str]) -> Client:
@@ -49,14 +61,17 @@ def client_for(env: dict[str, str]) -> Client:
 
 
 def test_kill_9_eval_then_control_worker_job_finishes_with_same_report(
-    env: dict[str, str], tmp_path: Path
+    db_env: dict[str, str], tmp_path: Path
 ) -> None:
+    """5 rounds on SQLite, 2 on PostgreSQL (``make chaos``: 20, alternating)."""
+    env = db_env
     model = {"model": "optiflow/sim", "params": {"sim_latency_ms": 5}}
     spec = load_job(EXAMPLE, overrides={"fail_fast": False, "model": model})
     expected = run_inline(spec)
     rng = random.Random(int(os.environ.get("OPTIFLOW_CHAOS_SEED", "7")))
+    rounds = ROUNDS if env["OPTIFLOW_DATABASE_URL"].startswith("sqlite") else PG_ROUNDS
     with client_for(env) as client:
-        for n in range(ROUNDS):
+        for n in range(rounds):
             got = run_round(env, tmp_path, client, spec, rng, eval_steps=expected.stats.steps, n=n)
             where = f"round {n}: killed at {got.killed_at}"
             assert decisions(got.report) == decisions(expected), where
