@@ -70,9 +70,11 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
         result_expires=7 * 24 * 3600,
         result_chord_join_timeout=30,
         broker_connection_retry_on_startup=True,
-        # Flower broadcasts enable_events while it runs; OPTIFLOW_TASK_EVENTS=true sends them always.
+        # Flower broadcasts enable_events while it runs, and shows a task from its "received"
+        # event on; OPTIFLOW_TASK_EVENTS=true sends worker events always, and "sent" events too
+        # (those are the producer's: a control worker launching a step publishes one per task).
         worker_send_task_events=settings.task_events and not embedded,
-        task_send_sent_event=not embedded,
+        task_send_sent_event=settings.task_events and not embedded,
         worker_hijack_root_logger=False,
         enable_utc=True,
     )

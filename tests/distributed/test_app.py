@@ -20,7 +20,7 @@ def test_settings_are_json_only_late_ack_and_routed(tmp_path: Path) -> None:
     assert conf.task_routes["optiflow.evaluate"]["queue"] == QUEUE_EVAL
     assert conf.task_default_queue == QUEUE_CONTROL
     # Flower turns task events on while it runs (tests/distributed/test_flower.py)
-    assert not conf.worker_send_task_events and conf.task_send_sent_event
+    assert not conf.worker_send_task_events and not conf.task_send_sent_event
     assert {f"optiflow.{t}" for t in TASKS} <= set(app.tasks)
 
 
