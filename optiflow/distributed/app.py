@@ -8,6 +8,7 @@ and control workers chosen by queue). JSON only; late acks so a killed worker's 
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from celery import Celery, bootsteps
@@ -16,7 +17,7 @@ from celery.signals import worker_init
 from optiflow.distributed.embedded import EMBEDDED_BACKEND
 from optiflow.distributed.runtime import Runtime
 from optiflow.distributed.tasks import register_tasks
-from optiflow.errors import ConfigError
+from optiflow.errors import ConfigError, OptiflowError
 from optiflow.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -82,15 +83,22 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
     app.optiflow_runtime = runtime
     register_tasks(app, runtime)
     if not embedded:
+
+        def check_database(**_: Any) -> None:
+            """Refuse to start on an unmigrated (or unreachable) database, with one clear line.
+            SystemExit, because Celery logs and ignores an Exception raised by a signal handler."""
+            try:
+                runtime.jobs  # noqa: B018 -- opening the repository checks the schema revision
+            except OptiflowError as exc:
+                sys.stderr.write(f"optiflow worker refused to start: error[{exc.code}]: {exc}\n")
+                raise SystemExit(2) from None
+
+        worker_init.connect(check_database, weak=False)
         # A worker pays litellm's import (seconds) before it says "ready", not in its first job.
         from optiflow.llm.runtime import preload
 
         worker_init.connect(preload, weak=False)
 
-        def check_database(**_: Any) -> None:
-            runtime.jobs  # noqa: B018 -- refuses an unmigrated database with a clear message
-
-        worker_init.connect(check_database, weak=False)
         app.steps["consumer"].add(Recovery)
     return app
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import uuid
 from pathlib import Path
+
+import pytest
 
 from optiflow.distributed.app import QUEUE_CONTROL, QUEUE_EVAL, create_app, runtime_of
 from optiflow.settings import Settings
 
-TASKS = {"start", "evaluate", "propose", "advance", "finish", "fail", "chord_error"}
+TASKS = {"start", "evaluate", "propose", "rewrite", "advance", "finish", "fail", "chord_error", "recover"}
 
 
 def test_settings_are_json_only_late_ack_and_routed(tmp_path: Path) -> None:
@@ -35,3 +40,36 @@ def test_each_app_runs_its_own_tasks(tmp_path: Path) -> None:
         # the function (a closure over its app's runtime) must be this app's own
         assert mine.run is not theirs.run
     assert runtime_of(embedded).embedded and not runtime_of(distributed).embedded
+
+
+@pytest.mark.postgres
+@pytest.mark.workers
+def test_worker_refuses_an_unmigrated_database(postgres_url: str, redis_url: str, tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    from optiflow.distributed.testing import ROOT, worker_env
+
+    name = f"optiflow_unmigrated_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = sa.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        env = {**worker_env(redis_url, "optiflow-unmigrated", tmp_path), "OPTIFLOW_DATABASE_URL": url}
+        argv = [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", "optiflow.control"]
+        out = subprocess.run(
+            [*argv, "-P", "threads", "-c", "1", "--without-gossip", "--without-mingle"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "optiflow worker refused to start: error[db_not_migrated]" in out.stderr
+    assert "optiflow db upgrade" in out.stderr
