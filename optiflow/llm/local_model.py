@@ -10,7 +10,7 @@ litellm reaches it like any OpenAI-compatible server, so a job file names it as:
     model:
       model: openai/smollm2                    # openai/<alias>
       api_base: http://127.0.0.1:8012/v1
-      params: {api_key: local, temperature: 0.7, max_tokens: 8, stream: false}
+      params: {api_key: local, temperature: 0.7, max_tokens: 6, stream: false}
 
 (the OpenAI SDK under litellm wants some API key; the server ignores it). The server runs one
 completion at a time (``--interrupt_requests False`` keeps a new request from cutting a streaming
@@ -123,6 +123,7 @@ class LocalModelServer:
         gguf: Path | None = None,
         n_ctx: int = 2048,
         n_threads: int | None = None,
+        cache_bytes: int = 1 << 30,
         log: Path | None = None,
     ) -> None:
         if not 1 <= port <= 65535:
@@ -137,7 +138,8 @@ class LocalModelServer:
         self.alias = alias
         self.gguf = gguf
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self.n_threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
+        self.cache_bytes = cache_bytes
         self.log_path = log
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -176,6 +178,14 @@ class LocalModelServer:
             str(self.n_threads),
             "--interrupt_requests",
             "False",
+            # Keep the state after each prompt: candidates with different system prompts interleave,
+            # and without it every switch re-reads the whole system prompt.
+            "--cache",
+            "True",
+            "--cache_type",
+            "ram",
+            "--cache_size",
+            str(self.cache_bytes),
             "--verbose",
             "False",
         ]

@@ -35,7 +35,7 @@ def model() -> None:
 @click.option("--port", default=DEFAULT_PORT, show_default=True, type=int, help="port on 127.0.0.1")
 @click.option("--alias", default=DEFAULT_ALIAS, show_default=True, help="model name the server answers to")
 @click.option("--ctx", "n_ctx", default=2048, show_default=True, type=int, help="context size in tokens")
-@click.option("--threads", "n_threads", default=None, type=int, help="CPU threads [all cores]")
+@click.option("--threads", "n_threads", default=None, type=int, help="CPU threads [half the cores]")
 @click.option(
     "--log", "log", default=None, type=click.Path(dir_okay=False, path_type=Path), help="server log file"
 )
@@ -57,7 +57,7 @@ def serve_local(
         echo(f"serving {alias} (pid {server.pid}) at {server.api_base}")
         echo("a job file names it as:")
         echo(f"  model: {{model: {server.model}, api_base: {server.api_base},")
-        echo("          params: {api_key: local, temperature: 0.7, max_tokens: 8, stream: false}}")
+        echo("          params: {api_key: local, temperature: 0.7, max_tokens: 6, stream: false}}")
         echo("Ctrl-C or SIGTERM stops it.")
         code = server.wait()
         raise ConfigError(f"the llama.cpp server exited by itself with code {code}", field="local-model")
