@@ -203,6 +203,10 @@ def test_compose_services(compose: dict[str, Any]) -> None:
     postgres = services["postgres"]
     assert str(postgres["image"]).startswith("postgres:16")
     assert "healthcheck" in postgres
+    # workers refuse an unmigrated database: they start after the one-shot upgrade succeeded
+    assert _service_argv(services["migrate"]) == ["optiflow", "db", "upgrade"]
+    for worker in ("control", "eval"):
+        assert services[worker]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
 
 
 def _service_argv(service: dict[str, Any]) -> list[str]:
