@@ -60,6 +60,7 @@ def client_for(env: dict[str, str]) -> Client:
     return Client(settings, embedded=False)
 
 
+@pytest.mark.timeout(900)
 def test_kill_9_eval_then_control_worker_job_finishes_with_same_report(
     db_env: dict[str, str], tmp_path: Path
 ) -> None:
