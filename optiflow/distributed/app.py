@@ -94,10 +94,16 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
                 raise SystemExit(2) from None
 
         worker_init.connect(check_database, weak=False)
-        # A worker pays litellm's import (seconds) before it says "ready", not in its first job.
-        from optiflow.llm.runtime import preload
+        def preload_litellm(sender: Any = None, **_: Any) -> None:
+            """An eval worker pays litellm's import (seconds) before it says "ready", not in its
+            first job; a control-only worker never calls a model and skips it."""
+            from optiflow.llm.runtime import preload
 
-        worker_init.connect(preload, weak=False)
+            queues = set(sender.app.amqp.queues.consume_from) if sender is not None else set()
+            if not queues or QUEUE_EVAL in queues:
+                preload()
+
+        worker_init.connect(preload_litellm, weak=False)
 
         app.steps["consumer"].add(Recovery)
     return app
