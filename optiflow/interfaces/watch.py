@@ -179,6 +179,8 @@ def summary(result: OptimizeResult, verbosity: Verbosity = "summary") -> str:
     from optiflow.interfaces.console import format_result
 
     report = result.report
+    if report is None:
+        return f"job {result.job_id}: {result.status}" + (f" ({result.error})" if result.error else "")
     if not isinstance(report, OptimizationReport):
         return format_result(result, verbosity=verbosity)
     if verbosity == "minimal":

@@ -280,3 +280,17 @@ def test_resume_refuses_a_live_job_and_a_finished_one(cli: Cli, home: Path, queu
     assert (job_rows(home), files_under(home)) == before
     assert cli("cancel", queued_job)[0] == 0
     refused(cli("resume", queued_job), "job_conflict", "job", "already ended cancelled")
+
+
+def test_watch_a_finished_job_replays_its_events_then_the_summary(
+    cli: Cli, home: Path, queued_job: str
+) -> None:
+    assert cli("cancel", queued_job)[0] == 0
+    rc, out, _ = cli("watch", queued_job)
+    assert rc == 1  # it did not complete
+    lines = out.strip().splitlines()
+    assert lines[0] == "COMPRESS [support-bot] Cancelled: cancelled by user"
+    assert lines[-1] == f"job {queued_job}: cancelled (cancelled by user)"
+    rc, out, _ = cli("watch", queued_job, "--verbosity", "minimal")
+    assert rc == 1 and out.strip().splitlines() == [f"job {queued_job}: cancelled (cancelled by user)"]
+    refused(cli("watch", queued_job, "--timeout", "0"), "validation_error", "--timeout", "positive")
