@@ -294,3 +294,22 @@ def test_watch_a_finished_job_replays_its_events_then_the_summary(
     rc, out, _ = cli("watch", queued_job, "--verbosity", "minimal")
     assert rc == 1 and out.strip().splitlines() == [f"job {queued_job}: cancelled (cancelled by user)"]
     refused(cli("watch", queued_job, "--timeout", "0"), "validation_error", "--timeout", "positive")
+
+
+def test_measure_job_under_its_floor_exits_3_for_cron(cli: Cli, home: Path) -> None:
+    measure = str(EXAMPLE_DIR / "measure.yaml")
+    refused(
+        cli("submit", measure, "--fail-below", "1.5"), "validation_error", "--fail-below", "between 0 and 1"
+    )
+    refused(
+        cli("submit", str(EXAMPLE_DIR / "job.yaml"), "--fail-below", "0.5"),
+        "validation_error",
+        "--fail-below",
+        "only measure jobs",
+    )
+    rc, out, err = cli("submit", measure, "--wait", "--fail-below", "0.95")
+    assert rc == 3, err
+    assert "pass rate 88.6%" in out and "fail below 95.0%" in out
+    assert "is under --fail-below 95.0%" in err
+    rc, out, _ = cli("submit", measure, "--wait", "--fail-below", "0.5")
+    assert rc == 0 and "-> ok" in out
