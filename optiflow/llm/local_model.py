@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -123,7 +124,7 @@ class LocalModelServer:
         gguf: Path | None = None,
         n_ctx: int = 2048,
         n_threads: int | None = None,
-        cache_bytes: int = 1 << 30,
+        seed: int | None = None,
         log: Path | None = None,
     ) -> None:
         if not 1 <= port <= 65535:
@@ -139,7 +140,7 @@ class LocalModelServer:
         self.gguf = gguf
         self.n_ctx = n_ctx
         self.n_threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
-        self.cache_bytes = cache_bytes
+        self.seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
         self.log_path = log
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -178,14 +179,14 @@ class LocalModelServer:
             str(self.n_threads),
             "--interrupt_requests",
             "False",
-            # Keep the state after each prompt: candidates with different system prompts interleave,
-            # and without it every switch re-reads the whole system prompt.
-            "--cache",
-            "True",
-            "--cache_type",
-            "ram",
-            "--cache_size",
-            str(self.cache_bytes),
+            # No --cache: a cached prompt state carries the sampling seed it was saved with, so a
+            # repeated prompt gets the same draw again and eval runs at temperature > 0 stop being
+            # independent (measured: identical per-run pass rates). Without it the server still
+            # reuses the common prefix of consecutive prompts (the system prompt).
+            # Each request's seed is drawn from the previous one, starting here: a random start
+            # makes two servers (two benchmark runs) sample differently.
+            "--seed",
+            str(self.seed),
             "--verbose",
             "False",
         ]
