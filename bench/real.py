@@ -353,6 +353,11 @@ def markdown(data: dict[str, Any]) -> str:
         "",
         "## The compress job (train split, real Celery workers on real Redis)",
         "",
+        "Evaluations count every evaluate task: model calls, eval-cache hits and fail-fast skips (a candidate",
+        "stops calling the model at its first regression, so a rejected candidate's regression count is a lower",
+        "bound). The llama.cpp server answers one request at a time, so model calls/s is bounded by the server,",
+        "not by the number of eval workers.",
+        "",
         "| eval workers | threads each | wall s | evaluations | evals/s | model calls (eval + proposal) | calls/s |"
         " cache hits | fail-fast skips | errors | baseline pass rate | accepted | rejected | tokens saved |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
