@@ -24,7 +24,7 @@ from pathlib import Path
 from bench.compress import bench_env
 from optiflow.distributed.chaos import decisions, run_round
 from optiflow.distributed.inline import run_inline
-from optiflow.distributed.testing import ROOT, postgres_database
+from optiflow.distributed.testing import ROOT, WorkerProcess, postgres_database
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
 from optiflow.settings import Settings
@@ -74,10 +74,17 @@ def main() -> None:
             )
             clients[db] = stack.enter_context(Client(settings, embedded=False))
         names = list(databases)
+        workers: list[WorkerProcess] = []
         for n in range(args.rounds):
-            db = names[n % len(names)]
+            db = names[n * len(names) // args.rounds]  # half the rounds on each database
             env = {**base_env, "OPTIFLOW_DATABASE_URL": databases[db]}
-            r = run_round(env, Path(logs), clients[db], spec, rng, eval_steps=expected.stats.steps, n=n)
+            if n and db != names[(n - 1) * len(names) // args.rounds]:
+                for p in workers:  # the workers of the other database
+                    p.stop()
+                workers = []
+            r, workers = run_round(
+                env, Path(logs), clients[db], spec, rng, eval_steps=expected.stats.steps, n=n, workers=workers
+            )
             ok = {
                 "same_report": decisions(r.report) == decisions(expected),
                 "each_evaluation_once": r.report.stats.evaluations == expected.stats.evaluations,
@@ -90,6 +97,8 @@ def main() -> None:
                 f"{r.recovered_s:.1f}s; {'OK' if all(ok.values()) else f'FAILED {ok}'}",
                 flush=True,
             )
+        for p in workers:
+            p.stop()
     passed = sum(all(r[k] for k in ("same_report", "each_evaluation_once", "no_temp_tag_left")) for r in rows)
     lines = [
         "# optiflow chaos: kill -9 workers in the middle of a job",
@@ -98,7 +107,8 @@ def main() -> None:
         f"{platform.python_version()} by `make chaos` (`python -m bench.chaos`, seed {args.seed}).",
         f"Job: `examples/support-bot` compress, fail-fast off, simulated model at 5 ms; eval worker "
         f"`-P threads -c 8`, control worker prefork 1; OPTIFLOW_STALE_AFTER_S={STALE_AFTER_S}.",
-        "Rounds alternate the jobs database between SQLite and PostgreSQL.",
+        "The first half of the rounds keep the jobs database on SQLite, the second on PostgreSQL;",
+        "each round's restarted workers run the next round.",
         "Each round kills the eval worker (SIGKILL to its process group) once a random evaluation step",
         "is a random fraction done, then the control worker, and starts both again. Reference: the",
         f"pure workflow with the same model answers ({expected.stats.evaluations} evaluations, "

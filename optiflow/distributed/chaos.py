@@ -35,6 +35,15 @@ class Round:
     temp_tags_left: list[str]
 
 
+def small(spec: CompressSpec, samples: int = 22, runs: int = 2) -> CompressSpec:
+    """The example cut to ``samples`` x ``runs``: still every branch (accepted, rejected at the
+    candidate step and at greedy), a quarter of the evaluations. For tests that kill workers."""
+    dataset = spec.dataset.model_copy(update={"samples": spec.dataset.samples[:samples]})
+    return CompressSpec.model_validate(
+        {**spec.model_dump(mode="json"), "dataset": dataset.model_dump(mode="json"), "eval_runs": runs}
+    )
+
+
 def decisions(report: OptimizationReport) -> tuple[object, ...]:
     return (
         report.baseline_pass_rate,
@@ -66,13 +75,16 @@ def run_round(
     *,
     eval_steps: int,
     n: int,
+    workers: list[WorkerProcess] | None = None,
     concurrency: int = 8,
     timeout: float = 240,
-) -> Round:
-    """Workers are started here and stopped before returning."""
+) -> tuple[Round, list[WorkerProcess]]:
+    """One round on ``workers`` (a running control + eval pair; started when None). Returns the
+    round and the pair started after the kill, which finished the job: the next round's pair.
+    On an error every worker is stopped."""
     kill_step = rng.randint(1, eval_steps)
     fraction = rng.uniform(0.1, 0.9)
-    control, evaluator = start_workers(env, logdir, f"{n}a", concurrency)
+    control, evaluator = workers or start_workers(env, logdir, f"{n}a", concurrency)
     restarted: list[WorkerProcess] = []
     try:
         started = time.monotonic()
@@ -85,12 +97,13 @@ def run_round(
         restarted = start_workers(env, logdir, f"{n}b", concurrency)
         result = job.wait(timeout=timeout).raise_for_error()
         ended = time.monotonic()
-    finally:
+    except BaseException:
         for p in (control, evaluator, *restarted):
             p.stop()
+        raise
     assert isinstance(result.report, OptimizationReport)
     tags = client.runtime.store.list_tags(spec.prompt.ns, spec.prompt.key)
-    return Round(
+    done = Round(
         kill_step=kill_step,
         kill_fraction=round(fraction, 3),
         killed_at=killed_at,
@@ -99,6 +112,7 @@ def run_round(
         report=result.report,
         temp_tags_left=[t for t in tags if t.startswith(TEMP_TAG_PREFIX)],
     )
+    return done, restarted
 
 
 def _wait_for(client: Client, job_id: str, step: int, fraction: float, timeout: float) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from optiflow.distributed.chaos import decisions, start_workers
+from optiflow.distributed.chaos import decisions, small, start_workers
 from optiflow.distributed.inline import run_inline
 from optiflow.distributed.testing import ROOT, worker_env
 from optiflow.interfaces.client import Client
@@ -69,8 +69,9 @@ def server(redis_url: str, tmp_path: Path) -> Iterator[RedisServer]:
 
 def test_redis_restart_mid_job_resumes_with_the_same_report(server: RedisServer, tmp_path: Path) -> None:
     model = {"model": "optiflow/sim", "params": {"sim_latency_ms": 5}}
-    spec = load_job(EXAMPLE, overrides={"fail_fast": False, "model": model})
+    spec = small(load_job(EXAMPLE, overrides={"fail_fast": False, "model": model}))
     expected = run_inline(spec)
+    assert {r.stage for r in expected.rejected} == {"candidate", "greedy"}  # every branch
     url = f"redis://127.0.0.1:{server.port}/0"
     env = worker_env(
         url, "optiflow-restart", tmp_path, OPTIFLOW_STALE_AFTER_S="3", OPTIFLOW_RECOVER_INTERVAL_S="1"
