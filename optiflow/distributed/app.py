@@ -94,6 +94,7 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
                 raise SystemExit(2) from None
 
         worker_init.connect(check_database, weak=False)
+
         def preload_litellm(sender: Any = None, **_: Any) -> None:
             """An eval worker pays litellm's import (seconds) before it says "ready", not in its
             first job; a control-only worker never calls a model and skips it."""
