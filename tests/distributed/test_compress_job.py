@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import redis
 
 from optiflow.core.compress import OptimizationReport
+from optiflow.distributed.chaos import small
 from optiflow.distributed.inline import run_inline
 from optiflow.distributed.testing import ROOT, running_workers, worker_env
 from optiflow.interfaces.client import Client
+from optiflow.interfaces.watch import follow
 from optiflow.jobfile import load_job
 from optiflow.settings import Settings
+from optiflow.stores import keys
 
 pytestmark = [pytest.mark.redis, pytest.mark.workers]
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
@@ -82,16 +87,47 @@ def test_example_job_on_workers_equals_pure_workflow_then_apply(env: dict[str, s
         assert {m.section_path: m.proposed_body for m in got.modifications}.items() <= bodies.items()
 
 
-def test_fail_fast_keeps_decisions_and_saves_calls(env: dict[str, str], tmp_path: Path) -> None:
-    slow_spec = load_job(EXAMPLE, overrides={"fail_fast": False})
-    fast_spec = load_job(EXAMPLE)
+def test_fail_fast_keeps_decisions_and_saves_calls_events_once_in_order(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """Also: a consumer of the fail-fast job's events sees every state once, in order, and a
+    final run_finished, on Redis pub/sub (published after commit) and in the events table."""
+    slow_spec = small(load_job(EXAMPLE, overrides={"fail_fast": False}))
+    fast_spec = small(load_job(EXAMPLE))
+    sub = redis.Redis.from_url(env["OPTIFLOW_REDIS_URL"]).pubsub()
+    sub.psubscribe(keys.events_channel(env["OPTIFLOW_KEY_PREFIX"], "*"))
+    sub.get_message(timeout=1)  # the subscribe confirmation
     with running_workers(env, tmp_path, eval_workers=1), client_for(env) as client:
         slow = client.submit(slow_spec).wait(timeout=180).raise_for_error().report
-        fast = client.submit(fast_spec).wait(timeout=180).raise_for_error().report
-    assert slow is not None and fast is not None
+        while sub.get_message(timeout=0.2) is not None:  # the first job's events
+            pass
+        job = client.submit(fast_spec)
+        stored = list(follow(job, timeout=180))
+        fast = job.wait(timeout=30).raise_for_error().report
+        trials = client.runtime.jobs.trials(job.id)
+    heard = [
+        json.loads(m["data"])
+        for m in iter(lambda: sub.get_message(timeout=2), None)
+        if m["type"] == "pmessage"
+    ]
+    sub.close()
+    assert isinstance(slow, OptimizationReport) and isinstance(fast, OptimizationReport)
     assert decisions(fast) == decisions(slow)
     assert fast.stats.model_calls < slow.stats.model_calls
     assert fast.stats.fail_fast_skipped > 0
+
+    assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
+    assert len({e.key for e in stored}) == len(stored)
+    statuses = [e.payload["status"] for e in stored if e.type == "run_status_changed"]
+    assert statuses == ["queued", "running", "completed"]
+    assert stored[-1].type == "run_finished" and stored[-1].payload["status"] == "completed"
+    progress = [e.payload for e in stored if e.type == "progress_changed"]
+    done = [p["evaluations_done"] for p in progress]
+    assert done == sorted(done) and progress[-1]["running"] == 0
+    assert len([e for e in stored if e.type == "trial_added_or_updated"]) == len(trials)
+    # pub/sub carried the same events in the same order (nothing was dropped here)
+    assert [(h["seq"], h["key"]) for h in heard] == [(e.seq, e.key) for e in stored]
+    assert {h["job_id"] for h in heard} == {job.id}
 
 
 def test_permanent_model_failure_fails_job_with_provider_message(env: dict[str, str], tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from optiflow.distributed.chaos import small
 from optiflow.distributed.testing import ROOT, running_workers, worker_env
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
@@ -79,7 +80,7 @@ def test_flower_lists_optiflow_tasks_with_job_id(redis_url: str, redis_prefix: s
                 database_url=env["OPTIFLOW_DATABASE_URL"],
             )
             with Client(settings, embedded=False) as client:
-                job = client.submit(load_job(EXAMPLE))
+                job = client.submit(small(load_job(EXAMPLE)))
                 job.wait(timeout=180).raise_for_error()
             deadline = time.monotonic() + 20
             while True:

@@ -93,7 +93,7 @@ def test_kill_9_eval_then_control_worker_job_finishes_with_same_report(
 def test_resume_refusals_orphan_sweep_and_automatic_recovery_of_a_lost_start(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    spec = load_job(EXAMPLE)
+    spec = small(load_job(EXAMPLE))
     procs = start_workers(env, tmp_path, "r", 4)
     try:
         with client_for(env) as client:
