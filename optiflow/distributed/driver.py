@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from celery import chord, states
 
@@ -31,7 +31,7 @@ from optiflow.core.actions import (
 from optiflow.core.compress import temp_tag_prefix
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.history import Event, Rejection, Trial
-from optiflow.core.jobs import parse_report
+from optiflow.core.jobs import Report, parse_report
 from optiflow.core.overrides import now
 from optiflow.core.prompt import path_str
 from optiflow.core.result import FinalStatus, OptimizeResult
@@ -111,20 +111,6 @@ def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequenc
     results = parse_results(raw)
     new_state, action = wf.advance(state, results)
     trials = _with_lineage(progress.step_trials(step, results), new_state)
-    rejections = _new_rejections(state, new_state)
-    counts = progress.counts_after(
-        rt.jobs.trials(job_id) + trials,
-        action,
-        rejected=_rejected(new_state),
-        evaluations_done=new_state.stats.evaluations,
-    )
-    events = [*progress.trial_events(trials), progress.progress_event(step_index, counts)]
-    events += _iteration_events(rt, job_id, state, new_state)
-    best = getattr(new_state, "best_candidate_id", None)
-    if best is not None and best != getattr(state, "best_candidate_id", None):
-        trial = next((t for t in new_state.trials if t.candidate_id == best), None)
-        score = getattr(trial, "objective_score", None)
-        events.append(progress.best_changed(best, score, step_index=step_index))
     recorded = rt.jobs.record_step(
         job_id,
         expected_step=step_index,
@@ -133,8 +119,8 @@ def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequenc
         action=action_to_json(action),
         trials=trials,
         items=results.evals,
-        rejections=rejections,
-        events=events,
+        rejections=_new_rejections(state, new_state),
+        events=_step_events(rt, job_id, step_index, trials, state, new_state, action),
     )
     if not recorded:
         log.warning("job %s: step %s already advanced by another delivery", job_id, step_index)
@@ -159,7 +145,8 @@ def finish(app: Celery, rt: Runtime, job_id: str) -> None:
         return
     action = action_from_json(rec.action, rec.kind)
     if isinstance(action, Finish):
-        complete(app, rt, job_id, "completed", report=action.report)
+        report = cast("Report", action.report)  # action_from_json parsed it by the job's kind
+        complete(app, rt, job_id, "completed", report=report)
 
 
 def complete(
@@ -168,7 +155,7 @@ def complete(
     job_id: str,
     status: FinalStatus,
     *,
-    report: Any = None,
+    report: Report | None = None,
     error: str | None = None,
     only_from: tuple[JobStatus, ...] = ("queued", "running"),
 ) -> OptimizeResult | None:
@@ -213,6 +200,27 @@ def cancel(app: Celery, rt: Runtime, job_id: str) -> None:
 # -- helpers ------------------------------------------------------------------------------------
 def _index(state: Any, action: Action) -> int:
     return action.index if isinstance(action, Step) else int(state.step_index)
+
+
+def _step_events(
+    rt: Runtime, job_id: str, step_index: int, trials: list[Trial], before: Any, after: Any, action: Action
+) -> list[Event]:
+    """What a step's outcome tells a watcher: its trials, the progress counts, an optimize job's
+    closed iterations and a new best."""
+    counts = progress.counts_after(
+        rt.jobs.trials(job_id) + trials,
+        action,
+        rejected=_rejected(after),
+        evaluations_done=after.stats.evaluations,
+    )
+    events = [*progress.trial_events(trials), progress.progress_event(step_index, counts)]
+    events += _iteration_events(rt, job_id, before, after)
+    best = getattr(after, "best_candidate_id", None)
+    if best is not None and best != getattr(before, "best_candidate_id", None):
+        trial = next((t for t in after.trials if t.candidate_id == best), None)
+        score = getattr(trial, "objective_score", None)
+        events.append(progress.best_changed(best, score, step_index=step_index))
+    return events
 
 
 def _start_lines(rt: Runtime, job_id: str) -> list[Event]:
