@@ -9,6 +9,8 @@ overtaken between the two. Foreign keys are enforced as on PostgreSQL.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -47,7 +49,7 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     def _pragmas(dbapi_conn: Any, _: Any) -> None:
         dbapi_conn.isolation_level = None  # SQLAlchemy's BEGIN below is the only one
         cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
+        _use_wal(cur)
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
@@ -57,6 +59,22 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
 
     return engine
+
+
+def _use_wal(cur: Any, attempts: int = 100) -> None:
+    """Switch a new database file to WAL (it stays WAL). Several processes opening a fresh file at
+    once race for the switch, which needs the file to themselves, and SQLite answers "database is
+    locked" at once instead of waiting out the busy timeout: retry for up to ~10 s."""
+    if str(cur.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    for attempt in range(attempts):
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.1)
 
 
 @contextmanager
