@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -59,3 +59,21 @@ def postgres_url() -> str:
     except Exception as exc:
         _unavailable("PostgreSQL", exc)
     return POSTGRES_URL
+
+
+@pytest.fixture
+def cli_runner(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """Run ``optiflow ARGS...`` in process: (exit code, stdout, stderr). The environment is the
+    calling fixture's to set."""
+    from optiflow.interfaces.cli import run
+
+    def invoke(*args: str) -> tuple[int, str, str]:
+        try:
+            run(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return invoke

@@ -8,22 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from optiflow.interfaces.cli import run
-
 Cli = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
-def cli(home: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """Run ``optiflow ARGS...`` in process: (exit code, stdout, stderr)."""
-
-    def invoke(*args: str) -> tuple[int, str, str]:
-        try:
-            run(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return invoke
+def cli(home: Path, cli_runner: Cli) -> Cli:
+    """Run ``optiflow ARGS...`` in process under this module's ``home``."""
+    return cli_runner

@@ -209,28 +209,20 @@ def test_history_of_a_job_in_the_repository(repo: JobRepository) -> None:
 # -- CLI: history, report and jobs from the database alone ---------------------------------------
 @pytest.fixture
 def cli(
-    db_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    cli_runner: Callable[..., tuple[int, str, str]],
 ) -> Iterator[Callable[..., tuple[int, str, str]]]:
     """``optiflow`` in process, distributed settings whose Redis is unreachable: whatever answers
     comes from the database."""
-    from optiflow.interfaces.cli import run
-
     monkeypatch.setenv("OPTIFLOW_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("OPTIFLOW_DATABASE_URL", db_url)
     monkeypatch.setenv("OPTIFLOW_REDIS_URL", "redis://127.0.0.1:1/0")
     monkeypatch.delenv("OPTIFLOW_BROKER_URL", raising=False)
     monkeypatch.setenv("OPTIFLOW_STORE", "memory")
 
-    def invoke(*args: str) -> tuple[int, str, str]:
-        try:
-            run(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    yield invoke
+    yield cli_runner
 
 
 def test_history_command(cli: Callable[..., tuple[int, str, str]], repo: JobRepository) -> None:

@@ -207,23 +207,12 @@ def test_concurrent_first_upgrades_do_not_race(db_url: str) -> None:
 
 # -- optiflow db ----------------------------------------------------------------------------------
 @pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
-    from optiflow.interfaces.cli import run
-
+def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cli_runner: Cli) -> Cli:
     for var in ("OPTIFLOW_DATABASE_URL", "OPTIFLOW_REDIS_URL", "OPTIFLOW_BROKER_URL", "OPTIFLOW_STORE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("OPTIFLOW_HOME", str(tmp_path / "home"))
 
-    def invoke(*args: str) -> tuple[int, str, str]:
-        try:
-            run(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return invoke
+    return cli_runner
 
 
 def test_db_commands(cli: Cli, db_url: str) -> None:
