@@ -22,7 +22,7 @@ import builtins
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 import sqlalchemy as sa
@@ -199,29 +199,6 @@ class JobRepository:
         with self.engine.connect() as conn:
             return [_record(r) for r in conn.execute(q).mappings()]
 
-    def save_step(
-        self,
-        job_id: str,
-        *,
-        expected_step: int | None,
-        step_index: int,
-        state: dict[str, JSONValue],
-        action: dict[str, JSONValue] | None,
-        status: JobStatus = "running",
-        expected_status: JobStatus | None = None,
-    ) -> bool:
-        """Write checkpoint and pending action in one transaction, only if the job is still at
-        ``expected_step`` and not finished. False means another delivery got there first."""
-        return self.record_step(
-            job_id,
-            expected_step=expected_step,
-            new_step=step_index,
-            state=state,
-            action=action,
-            status=status,
-            expected_status=expected_status,
-        ).won
-
     def record_step(
         self,
         job_id: str,
@@ -293,31 +270,6 @@ class JobRepository:
                 return False
             _append_events(conn, job_id, events, now)
         return True
-
-    def touch(self, job_id: str) -> bool:
-        """Heartbeat of an unfinished job (a control worker working on it); False if finished."""
-        with writing(self.engine) as conn:
-            res = conn.execute(
-                jobs_table.update()
-                .where(jobs_table.c.id == job_id, jobs_table.c.status.in_(UNFINISHED))
-                .values(heartbeat=_now())
-            )
-        return bool(res.rowcount)
-
-    def stale_jobs(
-        self, older_than: timedelta | float, *, statuses: Sequence[JobStatus] = UNFINISHED
-    ) -> builtins.list[JobRecord]:
-        """Unfinished jobs whose last sign of life (heartbeat, else last update) is older than
-        ``older_than`` (seconds or a timedelta), oldest first: what recovery re-drives."""
-        age = older_than if isinstance(older_than, timedelta) else timedelta(seconds=older_than)
-        last = sa.func.coalesce(jobs_table.c.heartbeat, jobs_table.c.updated_at)
-        q = (
-            sa.select(jobs_table)
-            .where(jobs_table.c.status.in_(tuple(statuses)), last < _now() - age)
-            .order_by(last, jobs_table.c.id)
-        )
-        with self.engine.connect() as conn:
-            return [_record(r) for r in conn.execute(q).mappings()]
 
     # -- dataset snapshot -----------------------------------------------------------------------
     def snapshot_dataset(self, job_id: str, samples: Sequence[Sample]) -> None:

@@ -266,7 +266,7 @@ def test_cancel_of_a_job_running_in_another_process_says_how(cli: Cli, home: Pat
     from optiflow.persistence import JobRepository
 
     repo = JobRepository(f"sqlite:///{home / 'optiflow.db'}")
-    assert repo.save_step(queued_job, expected_step=0, step_index=0, state={}, action=None)
+    assert repo.record_step(queued_job, expected_step=0, new_step=0, state={}, action=None)
     assert job_rows(home) == [(queued_job, "running")]
     files = files_under(home)
     refused(cli("cancel", queued_job), "job_error", "job", "stop that process")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -155,7 +154,7 @@ def test_rejections_are_stored_once(repo: JobRepository, job: str) -> None:
 
 # -- record_step ----------------------------------------------------------------------------------
 def test_record_step_writes_everything_in_one_guarded_transaction(repo: JobRepository, job: str) -> None:
-    assert repo.save_step(job, expected_step=0, step_index=1, state={"s": 0}, action={"type": "step"})
+    assert repo.record_step(job, expected_step=0, new_step=1, state={"s": 0}, action={"type": "step"})
     trials = [
         Trial(candidate_id="base", step_index=1, status="completed", objective_score=0.5, summary=SUMMARY)
     ]
@@ -292,23 +291,6 @@ def test_concurrent_appends_get_distinct_consecutive_seqs(repo: JobRepository, j
     got = repo.events(job)
     assert [e.seq for e in got] == list(range(1, 22))
     assert len({e.key for e in got}) == 21
-
-
-# -- recovery -------------------------------------------------------------------------------------
-def test_touch_and_stale_jobs(repo: JobRepository, job: str) -> None:
-    repo.create("done", "compress", "n", {})
-    repo.finish("done", "completed")
-    time.sleep(0.05)
-    assert [r.id for r in repo.stale_jobs(0.01)] == [job]  # queued, never a heartbeat: by updated_at
-    assert repo.stale_jobs(timedelta(hours=1)) == []
-    assert repo.touch(job)
-    assert repo.get(job).heartbeat is not None
-    assert repo.stale_jobs(0.5) == []
-    time.sleep(0.05)
-    assert [r.id for r in repo.stale_jobs(0.01, statuses=("queued",))] == [job]
-    assert repo.stale_jobs(0.01, statuses=("running",)) == []
-    assert not repo.touch("done")  # finished jobs have no heartbeat
-    assert not repo.touch("ghost")
 
 
 def test_repositories_share_an_engine_per_url(db_url: str, repo: JobRepository) -> None:
