@@ -9,6 +9,11 @@
 - ``optiflow.chord_error(request, exc, traceback, job_id)``: errback that fails the job.
 - ``optiflow.recover()``: resume stalled jobs, sweep orphaned temp tags (control workers send it
   to themselves at start and every ``recover_interval_s``).
+
+No task stores a result of its own (``ignore_result``): a header task's return value still
+reaches its chord (the Redis backend pushes it onto the chord's list), but the per-task
+``celery-task-meta`` GET + SET + PUBLISH, and a key per evaluation kept for ``result_expires``,
+are skipped. The one result a client reads is the job's reply, stored by ``finish`` / ``fail``.
 """
 
 from __future__ import annotations
@@ -31,17 +36,17 @@ def register_tasks(app: Celery, rt: Runtime) -> None:
     def start(job_id: str) -> None:
         _guarded(app, rt, job_id, lambda: driver.start(app, rt, job_id))
 
-    @app.task(name="optiflow.evaluate", shared=False)  # type: ignore[untyped-decorator]
+    @app.task(name="optiflow.evaluate", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def evaluate(
         job_id: str, experiment_id: str, tag: str, sample_id: str, run: int, guarded: bool
     ) -> dict[str, Any]:
         return work.evaluate_one(rt, job_id, experiment_id, tag, sample_id, run, guarded)
 
-    @app.task(name="optiflow.propose", shared=False)  # type: ignore[untyped-decorator]
+    @app.task(name="optiflow.propose", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def propose(job_id: str, section: str) -> dict[str, Any]:
         return work.propose_one(rt, job_id, section)
 
-    @app.task(name="optiflow.rewrite", shared=False)  # type: ignore[untyped-decorator]
+    @app.task(name="optiflow.rewrite", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def rewrite(job_id: str, request: dict[str, Any]) -> dict[str, Any]:
         return work.rewrite_one(request)
 
