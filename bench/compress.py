@@ -315,7 +315,8 @@ def write(rows: list[Row], out: Path, notes: dict[str, Any]) -> None:
     lines = [
         "# optiflow compress benchmark",
         "",
-        f"Measured {notes['date']} on {notes['machine']} by `make bench` (`python -m bench.compress`).",
+        f"Measured {notes['date']} on {notes['machine']} by `make bench` (`python -m bench.compress`); load",
+        f"average {notes['load'][0]:.2f} before, {notes['load'][1]:.2f} after (the 1-minute figure, bench included).",
         "Job: `examples/support-bot` compress (44 samples, eval_runs 3, fail-fast on, job-scoped cache cold at",
         "the start of every run); model `optiflow/sim` through litellm. Eval workers: `-P threads -c 32`.",
         f"Wall time is the best of {notes['repeat']} runs (all runs listed). Evaluations = every evaluate task",
@@ -356,6 +357,7 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
+    load_before = os.getloadavg()[0]
     probe = subprocess.run(
         [
             sys.executable,
@@ -388,6 +390,7 @@ def main() -> None:
         "repeat": args.repeat,
         "litellm_import_s": float(probe.stdout.strip().splitlines()[-1]),
         "bench_s": time.perf_counter() - started,
+        "load": (load_before, os.getloadavg()[0]),
     }
     write(rows, args.out, notes)
     print(args.out.read_text())
