@@ -25,6 +25,7 @@ QUEUE_CONTROL = "optiflow.control"
 QUEUE_EVAL = "optiflow.eval"
 QUEUES = (QUEUE_CONTROL, QUEUE_EVAL)
 VISIBILITY_TIMEOUT_S = 3600
+MODEL_TASKS = ("optiflow.evaluate", "optiflow.propose", "optiflow.rewrite")
 
 
 def create_app(settings: Settings | None = None, *, embedded: bool | None = None) -> Celery:
@@ -58,10 +59,9 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_default_queue=QUEUE_CONTROL,
-        task_routes={
-            "optiflow.evaluate": {"queue": QUEUE_EVAL},
-            "optiflow.propose": {"queue": QUEUE_EVAL},
-        },
+        # Every task that calls a model goes to the eval queue (threads, scaled out); a
+        # control-only worker never imports litellm.
+        task_routes={name: {"queue": QUEUE_EVAL} for name in MODEL_TASKS},
         # Control tasks are short; evaluate tasks are bounded by the litellm timeout instead
         # (the threads pool has no time limits).
         task_soft_time_limit=300,

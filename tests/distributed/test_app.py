@@ -22,8 +22,10 @@ def test_settings_are_json_only_late_ack_and_routed(tmp_path: Path) -> None:
     assert conf.accept_content == ["json"]
     assert conf.task_acks_late and conf.task_reject_on_worker_lost
     assert conf.worker_prefetch_multiplier == 1
-    assert conf.task_routes["optiflow.evaluate"]["queue"] == QUEUE_EVAL
-    assert conf.task_default_queue == QUEUE_CONTROL
+    queue_of = {name: app.amqp.router.route({}, name)["queue"].name for name in app.tasks}
+    model_tasks = {"optiflow.evaluate", "optiflow.propose", "optiflow.rewrite"}
+    assert {n for n, q in queue_of.items() if n.startswith("optiflow.") and q == QUEUE_EVAL} == model_tasks
+    assert {queue_of[f"optiflow.{t}"] for t in TASKS} - {QUEUE_EVAL} == {QUEUE_CONTROL}
     # Flower turns task events on while it runs (tests/distributed/test_flower.py)
     assert not conf.worker_send_task_events and not conf.task_send_sent_event
     assert {f"optiflow.{t}" for t in TASKS} <= set(app.tasks)
