@@ -15,6 +15,7 @@ from celery import Celery, bootsteps
 from celery.signals import worker_init
 
 from optiflow.distributed.embedded import EMBEDDED_BACKEND
+from optiflow.distributed.publishing import BatchingCelery
 from optiflow.distributed.runtime import Runtime
 from optiflow.distributed.tasks import register_tasks
 from optiflow.errors import ConfigError, OptiflowError
@@ -42,7 +43,7 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
                 "distributed mode needs OPTIFLOW_REDIS_URL (or a broker and a result backend)",
                 field="OPTIFLOW_REDIS_URL",
             )
-    app = Celery("optiflow", broker=broker, backend=backend, set_as_current=False)
+    app = BatchingCelery("optiflow", broker=broker, backend=backend, set_as_current=False)
     transport: dict[str, Any] = {"visibility_timeout": VISIBILITY_TIMEOUT_S}
     if embedded:
         # kombu's virtual transports sleep polling_interval (1 s) whenever a poll finds nothing.

@@ -35,6 +35,7 @@ from optiflow.core.jobs import Report, parse_report
 from optiflow.core.overrides import now
 from optiflow.core.prompt import path_str
 from optiflow.core.result import FinalStatus, OptimizeResult
+from optiflow.distributed.publishing import batched
 from optiflow.persistence.jobs import JobStatus
 
 if TYPE_CHECKING:
@@ -327,7 +328,8 @@ def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
                     )
     rt.scratch.start_step(job_id, step.index, len(header) - len(step.propose) - len(step.rewrites))
     body = app.tasks["optiflow.advance"].s(job_id, step.index)
-    chord(header)(body.on_error(app.tasks["optiflow.chord_error"].s(job_id)))
+    with batched(app):
+        chord(header)(body.on_error(app.tasks["optiflow.chord_error"].s(job_id)))
 
 
 def _sample_order(step: Step) -> list[str]:
