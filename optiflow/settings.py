@@ -41,6 +41,9 @@ class Settings(BaseSettings):
         "while it runs (its enable_events broadcast), so nobody pays for events nobody watches",
     )
 
+    http_host: str = Field(default="127.0.0.1", description="address `optiflow serve` listens on")
+    http_port: int = Field(default=8765, ge=0, le=65535, description="port `optiflow serve` listens on")
+
     @property
     def distributed(self) -> bool:
         return bool(self.broker_url or self.redis_url)

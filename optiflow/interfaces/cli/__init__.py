@@ -17,7 +17,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    from optiflow.interfaces.cli import db, evaluate, jobs, prompt, replay
+    from optiflow.interfaces.cli import db, evaluate, jobs, prompt, replay, serve
 
     main.add_command(prompt.prompt)
     main.add_command(evaluate.eval_command)
@@ -29,6 +29,8 @@ def _register() -> None:
     for command in db.COMMANDS:
         main.add_command(command)
     main.add_command(replay.replay)
+    for command in serve.COMMANDS:
+        main.add_command(command)
 
 
 def run(argv: list[str] | None = None) -> None:

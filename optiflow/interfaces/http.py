@@ -1,0 +1,666 @@
+"""optiflow's HTTP interface on tornado: a JSON API, Server-Sent Events, and one page.
+
+    GET  /                          the page: recent jobs; a job's live progress and report
+    GET  /jobs/{id}                 the same page with that job selected
+    GET  /healthz                   {"ok": true}
+    GET  /api/jobs?status=&kind=&limit=     recent jobs, newest first
+    POST /api/jobs                  a job document (JSON) -> 201 {"id": ...}
+    GET  /api/jobs/{id}             the job, its live progress, its result once finished
+    POST /api/jobs/{id}/cancel      200 when it ended, 202 when it ends at its current step
+    GET  /api/jobs/{id}/events      SSE: the job's stored events in seq order, until run_finished
+
+A job document has the fields of a job file, but no file is ever read for an HTTP body:
+``prompt`` is inline or ``NS/KEY`` of a stored prompt, ``dataset`` an inline list of samples
+(:func:`optiflow.jobfile.load_job_data`, the validation job files go through).
+
+Refusals are JSON ``{"error": {"code", "field", "message"}}`` with the stable codes of
+:mod:`optiflow.errors` (what the CLI prints as ``error[code]: field: message``).
+
+Every blocking call (database, Redis, enqueueing) runs on a thread pool, never on the IOLoop: one
+slow query must not stall every open event stream. The API has no authentication; it listens on
+127.0.0.1 by default, and writes that a browser sends from another origin are refused, so a web
+page elsewhere cannot submit or cancel jobs through a visitor's browser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from http.client import responses
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
+
+import tornado.httpserver
+import tornado.httputil
+import tornado.iostream
+import tornado.netutil
+import tornado.web
+from tornado.ioloop import IOLoop
+
+from optiflow.core.history import RUN_FINISHED, Event
+from optiflow.core.jobs import KINDS
+from optiflow.errors import (
+    ConfigError,
+    ConflictError,
+    JobError,
+    ModelProviderError,
+    NotFoundError,
+    OptiflowError,
+    StoreError,
+    ValidationError,
+)
+
+if TYPE_CHECKING:
+    from optiflow.interfaces.client import Client
+    from optiflow.persistence.jobs import JobRecord
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+SOURCE = "body"  # errors in a submitted job document are named "body: <field>" by the validation
+PAGE_TITLE = "optiflow jobs"
+LIVE_PROGRESS = "live_progress"  # the SSE event (without id) for the running step's counter
+MAX_LIMIT = 1000
+EVENT_BATCH = 500
+
+# The HTTP status of a refusal: the first family it belongs to; any other optiflow error is
+# refused input. Through the API a JobError that is not a conflict is a job that could not be
+# enqueued (the broker is down): the service is unavailable, the request was fine.
+_STATUS: tuple[tuple[type[OptiflowError], int], ...] = (
+    (ConflictError, 409),
+    (JobError, 503),
+    (NotFoundError, 404),
+    (ValidationError, 400),
+    (StoreError, 503),
+    (ModelProviderError, 502),
+    (ConfigError, 500),
+)
+_HTTP_CODES = {400: "validation_error", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
+
+
+def http_status(exc: OptiflowError) -> int:
+    return next((status for family, status in _STATUS if isinstance(exc, family)), 400)
+
+
+def error_body(exc: OptiflowError) -> dict[str, Any]:
+    """The JSON refusal. Fields of a job document are named relative to the body ("check.type",
+    not "body: check.type"): the client knows what it sent."""
+    field = exc.field.removeprefix(f"{SOURCE}: ") if exc.field else None
+    return {"error": {"code": exc.code, "field": field, "message": exc.message}}
+
+
+def job_summary(rec: JobRecord) -> dict[str, Any]:
+    """A job as the list shows it: no spec, no checkpoint, no result (those can be large)."""
+    return {
+        "id": rec.id,
+        "kind": rec.kind,
+        "name": rec.name,
+        "status": rec.status,
+        "step_index": rec.step_index,
+        "error": rec.error,
+        "created_at": rec.created_at.isoformat(),
+        "updated_at": rec.updated_at.isoformat(),
+    }
+
+
+def sse_event(event: Event) -> str:
+    """One stored event in the SSE wire format; its ``seq`` is the id a client resumes from."""
+    data = json.dumps(event.model_dump(mode="json"), separators=(",", ":"))
+    return f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n"
+
+
+def sse_live(progress: Mapping[str, Any]) -> str:
+    """The running step's counter. No ``id``: it is not stored, so it must not move the point a
+    reconnecting client resumes from."""
+    return f"event: {LIVE_PROGRESS}\ndata: {json.dumps(dict(progress), separators=(',', ':'))}\n\n"
+
+
+def parse_job_document(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValidationError(f"not JSON: {exc}", field=SOURCE) from None
+    if not isinstance(data, dict):
+        raise ValidationError(
+            "expected a JSON object (kind, prompt, dataset, check, model, ...)", field=SOURCE
+        )
+    return data
+
+
+def parse_limit(raw: str) -> int:
+    try:
+        limit = int(raw)
+    except ValueError:
+        raise ValidationError(f"expected an integer, got {raw!r}", field="limit") from None
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ValidationError(f"must be between 1 and {MAX_LIMIT}, got {limit}", field="limit")
+    return limit
+
+
+def parse_seq(raw: str, field: str) -> int:
+    try:
+        seq = int(raw)
+    except ValueError:
+        raise ValidationError(f"expected an event seq (an integer), got {raw!r}", field=field) from None
+    if seq < 0:
+        raise ValidationError(f"must be 0 or more, got {seq}", field=field)
+    return seq
+
+
+@dataclass(frozen=True)
+class Poll:
+    """One look at a job's event stream: the events after ``after`` (at most a batch), where the
+    stream stands now, whether it is complete, and the running step's live counter."""
+
+    events: list[Event]
+    after: int
+    done: bool
+    progress: dict[str, int] | None
+
+
+class Api:
+    """What every handler shares: the client, the pool blocking calls run on, the stream timings,
+    and the jobs this server submitted. The methods block; handlers run them on the pool."""
+
+    def __init__(self, client: Client, *, poll_s: float, keepalive_s: float, threads: int) -> None:
+        self.client = client
+        self.poll_s = poll_s
+        self.keepalive_s = keepalive_s
+        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="optiflow-http")
+        self.submitted: set[str] = set()
+        self._submit_lock = threading.Lock()  # the embedded worker must be started once
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def list_jobs(self, status: str, kind: str, limit: int) -> list[dict[str, Any]]:
+        if kind and kind not in KINDS:
+            raise ValidationError(f"unknown job kind {kind!r} (known: {', '.join(KINDS)})", field="kind")
+        statuses = [s.strip() for s in status.split(",") if s.strip()]
+        records = self.client.runtime.jobs.list(statuses or None, limit, kind=kind or None)
+        return [job_summary(rec) for rec in records]
+
+    def submit(self, data: Mapping[str, Any]) -> str:
+        """Validate the whole document, then submit: a refused document writes nothing."""
+        from optiflow.jobfile import load_job_data
+
+        spec = load_job_data(data, source=SOURCE, store=self.client.runtime.store)
+        with self._submit_lock:
+            job = self.client.submit(spec)
+            self.submitted.add(job.id)
+        return job.id
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        rec = self.client.runtime.jobs.get(job_id)
+        return {**job_summary(rec), "progress": self._progress(rec), "result": rec.result}
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        """Cancel an unfinished job; a finished one is a conflict. An embedded server can stop a
+        running job only if it runs it: the cancel signal lives in the worker's process."""
+        job = self.client.job(job_id)
+        rec = job.record()
+        if rec.finished:
+            raise ConflictError(f"job {job_id} already {rec.status}: nothing to cancel", field="job")
+        if self.client.runtime.embedded and rec.status == "running" and job_id not in self.submitted:
+            raise ConflictError(
+                f"job {job_id} runs in the embedded worker of the process that submitted it; "
+                "stop that process (Ctrl-C) and the job ends cancelled",
+                field="job",
+            )
+        job.cancel()
+        return job_summary(job.record())
+
+    def poll(self, job_id: str, after: int) -> Poll:
+        """The job's status is read before its events: ``run_finished`` is committed together with
+        the final status, so a job seen finished has every event it will ever have stored."""
+        jobs = self.client.runtime.jobs
+        rec = jobs.get(job_id)
+        events = jobs.events(job_id, after_seq=after, limit=EVENT_BATCH)
+        ended = any(e.type == RUN_FINISHED for e in events)
+        done = ended or (rec.finished and len(events) < EVENT_BATCH)
+        last = events[-1].seq if events else after
+        return Poll(events, last, done, None if done else self._progress(rec))
+
+    def _progress(self, rec: JobRecord) -> dict[str, int] | None:
+        if rec.finished:
+            return None
+        live = self.client.runtime.scratch.progress(rec.id)
+        return None if live is None else {"step": live.step, "done": live.done, "total": live.total}
+
+
+class ApiHandler(tornado.web.RequestHandler):
+    """JSON responses and JSON refusals; blocking work on the API's pool."""
+
+    api: Api
+
+    def initialize(self, api: Api) -> None:
+        self.api = api
+
+    def prepare(self) -> None:
+        if self.request.method not in ("GET", "HEAD", "OPTIONS"):
+            check_same_origin(self.request)
+
+    async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        return await IOLoop.current().run_in_executor(self.api.executor, fn, *args)
+
+    def send_json(self, value: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(json.dumps(value, separators=(",", ":")))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, OptiflowError):
+            status, body = http_status(exc), error_body(exc)
+        elif status_code >= 500:  # a bug or an outage: the details are in the server's log
+            status, body = status_code, _error("internal_error", "internal server error")
+        else:
+            message = exc.log_message if isinstance(exc, tornado.web.HTTPError) and exc.log_message else None
+            reason = responses.get(status_code, "error")
+            status, body = status_code, _error(_HTTP_CODES.get(status_code, "http_error"), message or reason)
+        self.send_json(body, status)
+
+    def log_exception(
+        self, typ: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """A refusal is an answer, not a server error: one line, no traceback."""
+        if isinstance(value, OptiflowError):
+            log.info("%s %s -> error[%s] %s", self.request.method, self.request.uri, value.code, value)
+            return
+        super().log_exception(typ, value, tb)
+
+
+def _error(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "field": field, "message": message}}
+
+
+def check_same_origin(request: tornado.httputil.HTTPServerRequest) -> None:
+    """Browsers name the page a write comes from in ``Origin``; one from another site is refused.
+    Clients that send no Origin (curl, scripts) are not browsers acting for someone else."""
+    origin = request.headers.get("Origin")
+    if origin and urlsplit(origin).netloc != request.host:
+        raise tornado.web.HTTPError(403, log_message=f"cross-origin request from {origin} refused")
+
+
+class JobsHandler(ApiHandler):
+    async def get(self) -> None:
+        limit = parse_limit(self.get_query_argument("limit", "100"))
+        status, kind = self.get_query_argument("status", ""), self.get_query_argument("kind", "")
+        self.send_json({"jobs": await self.blocking(self.api.list_jobs, status, kind, limit)})
+
+    async def post(self) -> None:
+        data = parse_job_document(self.request.body)
+        job_id = await self.blocking(self.api.submit, data)
+        self.set_header("Location", f"/api/jobs/{job_id}")
+        self.send_json({"id": job_id, "status": "queued"}, 201)
+
+
+class JobHandler(ApiHandler):
+    async def get(self, job_id: str) -> None:
+        self.send_json(await self.blocking(self.api.job, job_id))
+
+
+class CancelHandler(ApiHandler):
+    async def post(self, job_id: str) -> None:
+        job = await self.blocking(self.api.cancel, job_id)
+        self.send_json(job, 200 if job["status"] == "cancelled" else 202)
+
+
+class EventsHandler(ApiHandler):
+    """The job's events as Server-Sent Events, from ``Last-Event-ID`` (a reconnecting
+    EventSource) or ``?after=N``, following new ones until ``run_finished``.
+
+    Polling the events table (every ``poll_s``) gives each stored event once and in order, with
+    nothing to lose between a reconnect and a subscription; a comment line every ``keepalive_s``
+    of silence keeps proxies from closing an idle stream. A job with nothing left to send answers
+    204, which tells an EventSource to stop reconnecting."""
+
+    closed = False
+
+    def on_connection_close(self) -> None:
+        self.closed = True
+
+    async def get(self, job_id: str) -> None:
+        poll = await self.blocking(self.api.poll, job_id, self._resume_point())  # 404 before any byte
+        if poll.done and not poll.events:
+            self.set_status(204)
+            self.finish()
+            return
+        self.set_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.set_header("Cache-Control", "no-cache")
+        self.set_header("X-Accel-Buffering", "no")  # nginx: do not buffer the stream
+        try:
+            await self._follow(job_id, poll)
+        except tornado.iostream.StreamClosedError:
+            return  # the client went away
+        self.finish()
+
+    async def _follow(self, job_id: str, poll: Poll) -> None:
+        quiet_since, live = time.monotonic(), None
+        first = True
+        while True:
+            chunks = [sse_event(e) for e in poll.events]
+            if poll.progress is not None and poll.progress != live:
+                live = poll.progress
+                chunks.append(sse_live(live))
+            if not chunks and time.monotonic() - quiet_since >= self.api.keepalive_s:
+                chunks.append(": keep-alive\n\n")
+            if chunks or first:  # the first flush sends the headers: the client sees it is open
+                quiet_since, first = time.monotonic(), False
+                self.write("".join(chunks))
+                await self.flush()
+            if poll.done or self.closed:
+                return
+            await asyncio.sleep(self.api.poll_s)
+            poll = await self.blocking(self.api.poll, job_id, poll.after)
+
+    def _resume_point(self) -> int:
+        header = self.request.headers.get("Last-Event-ID")
+        if header:
+            return parse_seq(header, "Last-Event-ID")
+        return parse_seq(self.get_query_argument("after", "0"), "after")
+
+
+class PageHandler(ApiHandler):
+    def get(self, job_id: str | None = None) -> None:
+        """The page; with a job id the page's script selects that job."""
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header(
+            "Content-Security-Policy",
+            "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'",
+        )
+        self.finish(PAGE)
+
+
+class HealthHandler(ApiHandler):
+    def get(self) -> None:
+        self.send_json({"ok": True})
+
+
+class MissingHandler(ApiHandler):
+    def prepare(self) -> None:
+        raise tornado.web.HTTPError(404, log_message=f"no route {self.request.path}")
+
+
+def make_app(
+    client: Client, *, poll_s: float = 0.25, keepalive_s: float = 15.0, threads: int = 16
+) -> tornado.web.Application:
+    """The application for ``client``; ``app.settings["optiflow_api"].close()`` stops its pool."""
+    api = Api(client, poll_s=poll_s, keepalive_s=keepalive_s, threads=threads)
+    args = {"api": api}
+    job = r"/api/jobs/([^/]+)"
+    return tornado.web.Application(
+        [
+            (r"/", PageHandler, args),
+            (r"/jobs/([^/]+)", PageHandler, args),
+            (r"/healthz", HealthHandler, args),
+            (r"/api/jobs", JobsHandler, args),
+            (job, JobHandler, args),
+            (job + "/cancel", CancelHandler, args),
+            (job + "/events", EventsHandler, args),
+        ],
+        default_handler_class=MissingHandler,
+        default_handler_args=args,
+        optiflow_api=api,
+    )
+
+
+def serve(
+    client: Client,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until SIGINT or SIGTERM (call from the main thread), then close open streams and
+    return; closing ``client`` is the caller's. ``on_ready`` gets the URL once it listens (port 0
+    picks a free port)."""
+    asyncio.run(_serve(client, host, port, on_ready))
+
+
+async def _serve(client: Client, host: str, port: int, on_ready: Callable[[str], None] | None) -> None:
+    app = make_app(client)
+    sockets = tornado.netutil.bind_sockets(port, address=host)
+    server = tornado.httpserver.HTTPServer(app)
+    server.add_sockets(sockets)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        if on_ready is not None:
+            on_ready(_url(sockets[0].getsockname()))
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        server.stop()
+        try:  # event streams notice the closed connection at their next poll
+            await asyncio.wait_for(server.close_all_connections(), timeout=5)
+        except TimeoutError:
+            log.warning("some connections did not close within 5 s")
+        app.settings["optiflow_api"].close()
+
+
+def _url(address: tuple[Any, ...]) -> str:
+    host, port = str(address[0]), int(address[1])
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>__TITLE__</title>
+<style>
+  :root { color-scheme: light dark; --ok: #2e7d32; --bad: #c62828; --run: #1565c0; --mute: #888; }
+  body { font: 14px/1.45 system-ui, sans-serif; margin: 0; }
+  header { display: flex; gap: 1rem; align-items: baseline; padding: .6rem 1rem;
+           border-bottom: 1px solid #8884; }
+  main { display: grid; grid-template-columns: minmax(24rem, 1fr) 2fr; gap: 1.5rem; padding: 1rem; }
+  h2 { font-size: 1.1rem; margin: 0 0 .6rem; }
+  h3 { font-size: 1rem; margin: 1rem 0 .4rem; }
+  table { border-collapse: collapse; width: 100%; }
+  th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid #8883; white-space: nowrap; }
+  tbody tr { cursor: pointer; }
+  tbody tr:hover, tbody tr.sel { background: #8882; }
+  .mute, dt { color: var(--mute); }
+  .completed { color: var(--ok); } .failed { color: var(--bad); }
+  .running, .queued { color: var(--run); } .cancelled { color: var(--mute); }
+  .status { font-weight: 600; }
+  dl { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1rem; margin: 0; }
+  dd { margin: 0; }
+  .bar { height: .7rem; background: #8883; border-radius: .35rem; overflow: hidden; margin: .3rem 0; }
+  .bar > div { height: 100%; width: 0; background: var(--run); transition: width .3s; }
+  ol { max-height: 16rem; overflow: auto; padding-left: 2.5rem; margin: 0; font-size: 90%; }
+  pre { background: #8881; padding: .6rem; overflow: auto; max-height: 24rem; }
+  .error { color: var(--bad); }
+</style>
+</head>
+<body>
+<header><strong>optiflow</strong><span id="summary" class="mute"></span></header>
+<main>
+  <section>
+    <h2>Jobs</h2>
+    <table>
+      <thead><tr><th>job</th><th>kind</th><th>name</th><th>status</th><th>created</th></tr></thead>
+      <tbody id="jobs"></tbody>
+    </table>
+  </section>
+  <section id="detail" hidden>
+    <h2 id="title"></h2>
+    <dl>
+      <dt>status</dt><dd id="status" class="status"></dd>
+      <dt>progress</dt><dd><div class="bar"><div id="bar"></div></div><span id="count"></span></dd>
+      <dt>best</dt><dd id="best">-</dd>
+    </dl>
+    <p><button id="cancel" hidden>cancel job</button> <span id="message" class="error"></span></p>
+    <h3>Events</h3>
+    <ol id="events"></ol>
+    <h3>Result</h3>
+    <dl id="result"><dd class="mute">when the job has finished</dd></dl>
+    <details><summary>report JSON</summary><pre id="report"></pre></details>
+  </section>
+</main>
+<script>
+"use strict";
+const $ = (id) => document.getElementById(id);
+const EVENT_TYPES = ["run_status_changed", "progress_changed", "trial_added_or_updated",
+                     "best_candidate_changed", "iteration_recorded", "run_finished"];
+let selected = null, source = null;
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined) node.textContent = text;
+  if (cls) node.className = cls;
+  return node;
+}
+
+async function api(path, options) {
+  const response = await fetch(path, options);
+  const body = await response.json();
+  if (!response.ok) {
+    const e = body.error;
+    throw new Error(`error[${e.code}]: ${e.field ? e.field + ": " : ""}${e.message}`);
+  }
+  return body;
+}
+
+async function refreshJobs() {
+  try {
+    const { jobs } = await api("/api/jobs?limit=50");
+    $("jobs").replaceChildren(...jobs.map(jobRow));
+    $("summary").textContent = `${jobs.length} recent jobs`;
+  } catch (err) {
+    $("summary").textContent = String(err);
+  }
+}
+
+function jobRow(job) {
+  const row = el("tr", undefined, job.id === selected ? "sel" : "");
+  row.dataset.id = job.id;
+  row.append(el("td", job.id.slice(0, 12)), el("td", job.kind), el("td", job.name),
+             el("td", job.status, "status " + job.status),
+             el("td", new Date(job.created_at).toLocaleString()));
+  row.onclick = () => select(job.id);
+  return row;
+}
+
+function setStatus(status, error) {
+  $("status").textContent = status + (error ? ` (${error})` : "");
+  $("status").className = "status " + status;
+  $("cancel").hidden = !(status === "queued" || status === "running");
+}
+
+// progress_changed carries the job's evaluations so far (at step boundaries), live_progress the
+// running step's own counter: the bar shows whichever came last, labelled.
+function drawBar(done, total, label) {
+  const shown = Math.min(done, total);
+  $("bar").style.width = total ? `${(100 * shown) / total}%` : "0";
+  $("count").textContent = `${label}${shown}/${total} evaluations`;
+}
+
+function describe(event) {
+  const p = event.payload;
+  if (typeof p.line === "string") return p.line;
+  if (event.type === "run_status_changed" || event.type === "run_finished") {
+    return p.status + (p.error ? `: ${p.error}` : "");
+  }
+  if (event.type === "progress_changed") {
+    return `${p.evaluations_done}/${p.evaluations_total} evaluations; ${p.completed} completed, ` +
+           `${p.failed} failed, ${p.rejected} rejected, ${p.running} running`;
+  }
+  if (event.type === "trial_added_or_updated") {
+    return `${p.name || p.candidate_id}: score ${fmt(p.objective_score)} (${p.status})`;
+  }
+  if (event.type === "best_candidate_changed") return `new best ${p.candidate_id} (${fmt(p.score)})`;
+  return JSON.stringify(p).slice(0, 160);
+}
+
+function fmt(value) {
+  return typeof value === "number" ? String(Math.round(value * 1000) / 1000) : "-";
+}
+
+const ON_EVENT = {
+  run_status_changed: (p) => setStatus(p.status, p.error),
+  progress_changed: (p) => drawBar(p.evaluations_done, p.evaluations_total, "job: "),
+  best_candidate_changed: (p) => { $("best").textContent = `${p.candidate_id} (score ${fmt(p.score)})`; },
+  run_finished: (p) => {
+    source.close();
+    setStatus(p.status, p.error);
+    showResult(selected);
+  },
+};
+
+function select(id) {
+  if (source) source.close();
+  selected = id;
+  history.replaceState(null, "", "/jobs/" + encodeURIComponent(id));
+  for (const row of $("jobs").children) row.classList.toggle("sel", row.dataset.id === id);
+  $("detail").hidden = false;
+  $("title").textContent = "job " + id;
+  $("events").replaceChildren();
+  $("best").textContent = "-";
+  $("message").textContent = "";
+  $("result").replaceChildren(el("dd", "when the job has finished", "mute"));
+  $("report").textContent = "";
+  setStatus("...");
+  drawBar(0, 0, "");
+  source = new EventSource(`/api/jobs/${encodeURIComponent(id)}/events`);
+  for (const type of EVENT_TYPES) {
+    source.addEventListener(type, (message) => {
+      const event = JSON.parse(message.data);
+      $("events").append(el("li", `${event.type}: ${describe(event)}`));
+      (ON_EVENT[type] || (() => {}))(event.payload);
+    });
+  }
+  source.addEventListener("live_progress", (message) => {
+    const p = JSON.parse(message.data);
+    drawBar(p.done, p.total, `step ${p.step}: `);
+  });
+  showResult(id);
+}
+
+async function showResult(id) {
+  try {
+    const job = await api(`/api/jobs/${encodeURIComponent(id)}`);
+    if (id !== selected || !job.result) return;
+    const report = job.result.report;
+    $("report").textContent = JSON.stringify(job.result, null, 2);
+    const rows = [["status", job.result.status], ["error", job.result.error]];
+    for (const [key, value] of Object.entries(report || {})) {
+      if (Array.isArray(value)) rows.push([key, `${value.length} item(s)`]);
+      else if (value === null || typeof value !== "object") rows.push([key, value]);
+    }
+    $("result").replaceChildren(...rows.filter(([, v]) => v !== null && v !== undefined)
+      .flatMap(([k, v]) => [el("dt", k), el("dd", typeof v === "number" ? fmt(v) : String(v))]));
+  } catch (err) {
+    $("message").textContent = String(err);
+  }
+}
+
+$("cancel").onclick = async () => {
+  try {
+    const job = await api(`/api/jobs/${encodeURIComponent(selected)}/cancel`, { method: "POST" });
+    $("message").textContent = job.status === "cancelled" ? "" : "cancel requested: it ends at this step";
+  } catch (err) {
+    $("message").textContent = String(err);
+  }
+};
+
+const preselected = location.pathname.startsWith("/jobs/") ? location.pathname.slice(6) : "";
+refreshJobs().then(() => { if (preselected) select(decodeURIComponent(preselected)); });
+setInterval(refreshJobs, 3000);
+</script>
+</body>
+</html>
+""".replace("__TITLE__", PAGE_TITLE)
