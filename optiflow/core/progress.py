@@ -5,8 +5,8 @@ new checkpoint, so an event is never emitted for a state that was not committed.
 a stable key: a redelivered ``advance`` that somehow got past the step guard, or a retried
 write, stores nothing twice, and a consumer can drop repeats by key.
 
-Keys: ``status:<status>``, ``progress:<step>``, ``trial:<candidate>:<status>``,
-``best:<candidate>``, ``finished``.
+Keys: ``status:<status>``, ``progress:<steps done>`` (0 at the start, then one per step),
+``trial:<candidate>:<status>``, ``best:<candidate>``, ``finished``.
 """
 
 from __future__ import annotations
@@ -131,8 +131,9 @@ def iteration_event(number: int, line: str, *, score: float | None, new_best: bo
     )
 
 
-def progress_event(step_index: int, counts: Counts) -> Event:
-    return Event(type=PROGRESS_CHANGED, key=f"progress:{step_index}", payload=counts.model_dump(mode="json"))
+def progress_event(steps_done: int, counts: Counts) -> Event:
+    """The counts once ``steps_done`` steps have completed (0: the job just started)."""
+    return Event(type=PROGRESS_CHANGED, key=f"progress:{steps_done}", payload=counts.model_dump(mode="json"))
 
 
 def counts_after(

@@ -214,7 +214,7 @@ def _step_events(
         rejected=_rejected(after),
         evaluations_done=after.stats.evaluations,
     )
-    events = [*progress.trial_events(trials), progress.progress_event(step_index, counts)]
+    events = [*progress.trial_events(trials), progress.progress_event(step_index + 1, counts)]
     events += _iteration_events(rt, job_id, before, after)
     best = getattr(after, "best_candidate_id", None)
     if best is not None and best != getattr(before, "best_candidate_id", None):

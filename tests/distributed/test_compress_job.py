@@ -124,6 +124,7 @@ def test_fail_fast_keeps_decisions_and_saves_calls_events_once_in_order(
     progress = [e.payload for e in stored if e.type == "progress_changed"]
     done = [p["evaluations_done"] for p in progress]
     assert done == sorted(done) and progress[-1]["running"] == 0
+    assert len(progress) == 1 + fast.stats.steps  # at the start, then after every step
     assert len([e for e in stored if e.type == "trial_added_or_updated"]) == len(trials)
     # pub/sub carried the same events in the same order (nothing was dropped here)
     assert [(h["seq"], h["key"]) for h in heard] == [(e.seq, e.key) for e in stored]
