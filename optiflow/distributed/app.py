@@ -85,9 +85,11 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
     register_tasks(app, runtime)
     if not embedded:
 
-        def check_database(**_: Any) -> None:
+        def check_database(sender: Any = None, **_: Any) -> None:
             """Refuse to start on an unmigrated (or unreachable) database, with one clear line.
             SystemExit, because Celery logs and ignores an Exception raised by a signal handler."""
+            if not _is_worker_of(sender, app):
+                return
             try:
                 runtime.jobs  # noqa: B018 -- opening the repository checks the schema revision
             except OptiflowError as exc:
@@ -101,6 +103,8 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
             first job; a control-only worker never calls a model and skips it."""
             from optiflow.llm.runtime import preload
 
+            if not _is_worker_of(sender, app):
+                return
             queues = set(sender.app.amqp.queues.consume_from) if sender is not None else set()
             if not queues or QUEUE_EVAL in queues:
                 preload()
@@ -109,6 +113,13 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
 
         app.steps["consumer"].add(Recovery)
     return app
+
+
+def _is_worker_of(sender: Any, app: Celery) -> bool:
+    """``worker_init`` is one signal for the whole process: a handler connected for one app must
+    leave the workers of other apps alone (an embedded worker started after a distributed app was
+    created in the same process, as in tests). No sender: a caller outside Celery, assume ours."""
+    return sender is None or getattr(sender, "app", app) is app
 
 
 class Recovery(bootsteps.StartStopStep):  # type: ignore[misc]

@@ -75,3 +75,24 @@ def test_worker_refuses_an_unmigrated_database(postgres_url: str, redis_url: str
     assert out.returncode == 2, out.stderr[-2000:]
     assert "optiflow worker refused to start: error[db_not_migrated]" in out.stderr
     assert "optiflow db upgrade" in out.stderr
+
+
+def test_worker_init_checks_only_the_workers_of_its_own_app(tmp_path: Path) -> None:
+    """worker_init is one signal per process: a distributed app's database check must not stop
+    the worker of another app started later in the same process (an embedded one, say)."""
+    from celery.signals import worker_init
+
+    class Worker:  # what Celery sends: the WorkController, whose ``app`` is the worker's app
+        def __init__(self, app: object) -> None:
+            self.app = app
+
+    unreachable = "postgresql+psycopg://nobody@127.0.0.1:1/nothing?connect_timeout=1"
+    distributed = create_app(
+        Settings(redis_url="redis://127.0.0.1:6379/15", home=tmp_path / "d", database_url=unreachable),
+        embedded=False,
+    )
+    other = create_app(Settings(home=tmp_path / "e"), embedded=True)
+    worker_init.send(sender=Worker(other))  # not the distributed app's worker: no check
+    with pytest.raises(SystemExit) as refused:
+        worker_init.send(sender=Worker(distributed))
+    assert refused.value.code == 2
