@@ -352,7 +352,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results.md")
     parser.add_argument("--latencies", default="0,200")
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--bare-tasks", type=int, default=960)
     args = parser.parse_args()
 
