@@ -89,6 +89,13 @@ class InProcessBackend(KeyValueStoreBackend):  # type: ignore[misc]
         callback.delay([p[2] for p in parts])
 
 
+WAKE = "optiflow.embedded.wake"
+
+
+def _wake() -> None:
+    """Nothing: a message that wakes an idle embedded worker so it sees it must stop."""
+
+
 class EmbeddedWorker:
     """A Celery WorkController (threads pool) consuming every optiflow queue in a daemon thread.
 
@@ -112,7 +119,9 @@ class EmbeddedWorker:
                 )
             EmbeddedWorker._running = self
         try:
-            self.app = app
+            self.app, self.queues = app, queues
+            if WAKE not in app.tasks:
+                app.task(name=WAKE, ignore_result=True, shared=False)(_wake)
             hostname = f"optiflow-embedded@{threading.get_ident()}"
             # What `celery worker` does before starting (celery.apps.worker.Worker): make this app the
             # current and default one, so pool threads trace tasks against it and its result backend.
@@ -150,6 +159,11 @@ class EmbeddedWorker:
         from celery.worker import state
 
         state.should_terminate = 0
+        # An idle worker loop checks the flag only between 2-second waits for a message, and on
+        # seeing it waits once more (celery.worker.loops.synloop drains in a ``finally``): hand it
+        # a message for each wait, so closing a client takes milliseconds instead of 4 seconds.
+        for _ in range(2):
+            self.app.tasks[WAKE].apply_async(queue=self.queues[0])
         self.thread.join(timeout)
         state.should_terminate = None
         with EmbeddedWorker._guard:
