@@ -16,6 +16,7 @@ from celery.signals import worker_init
 
 from optiflow.distributed.embedded import EMBEDDED_BACKEND
 from optiflow.distributed.publishing import BatchingCelery
+from optiflow.distributed.results import backend_url
 from optiflow.distributed.runtime import Runtime
 from optiflow.distributed.tasks import register_tasks
 from optiflow.errors import ConfigError, OptiflowError
@@ -38,6 +39,8 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
     if not embedded:
         broker = settings.broker_url or settings.redis_url
         backend = settings.result_backend or settings.redis_url
+        if backend:
+            backend = backend_url(backend)
         if not broker or not backend:
             raise ConfigError(
                 "distributed mode needs OPTIFLOW_REDIS_URL (or a broker and a result backend)",

@@ -105,6 +105,14 @@ def test_fail_fast_keeps_decisions_and_saves_calls_events_once_in_order(
         stored = list(follow(job, timeout=180))
         fast = job.wait(timeout=30).raise_for_error().report
         trials = client.runtime.jobs.trials(job.id)
+        # no worker keeps a subscription per header task after its chords (celery/celery#4824)
+        db = str(redis.connection.parse_url(env["OPTIFLOW_REDIS_URL"]).get("db", 0))
+        subscribed = [
+            int(c["sub"])
+            for c in redis.Redis.from_url(env["OPTIFLOW_REDIS_URL"]).client_list()
+            if c["db"] == db
+        ]
+        assert max(subscribed) <= 1, subscribed
     heard = [
         json.loads(m["data"])
         for m in iter(lambda: sub.get_message(timeout=2), None)
