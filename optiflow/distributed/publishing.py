@@ -19,7 +19,7 @@ from typing import Any
 from celery import Celery
 
 # Messages per pipeline: workers start on the first ones while the rest are being built.
-BATCH = 64
+BATCH = 16
 
 
 class BatchingCelery(Celery):  # type: ignore[misc]
