@@ -142,28 +142,25 @@ def row_from(
 
 
 # -- bare chord ---------------------------------------------------------------------------------
-def run_bare(env: dict[str, str], logdir: Path, latency: int, n: int, repeat: int, workers: int) -> Row:
+def bare_once(env: dict[str, str], latency: int, n: int) -> float:
+    """One bare chord of ``n`` tasks on the running bare workers: its wall time."""
     from celery import chord
 
-    os.environ.update({k: env[k] for k in ("OPTIFLOW_REDIS_URL", "OPTIFLOW_KEY_PREFIX")})
     from bench import bare
 
     client = redis.Redis.from_url(env["OPTIFLOW_REDIS_URL"])
-    walls = []
-    procs = [_bare_worker(env, logdir / f"bare{i}.log") for i in range(workers)]
-    try:
-        for _ in range(repeat):
-            key = f"{env['OPTIFLOW_KEY_PREFIX']}:bare-done:{uuid.uuid4().hex}"
-            started = time.time()
-            chord([bare.call.s(i, latency) for i in range(n)])(bare.done.s(key))
-            while (raw := client.get(key)) is None:
-                time.sleep(0.01)
-            ended, count = raw.decode().split(":")
-            assert int(count) == n
-            walls.append(float(ended) - started)
-    finally:
-        for proc in procs:
-            proc.stop()
+    key = f"{env['OPTIFLOW_KEY_PREFIX']}:bare-done:{uuid.uuid4().hex}"
+    started = time.time()
+    chord([bare.call.s(i, latency) for i in range(n)])(bare.done.s(key))
+    while (raw := client.get(key)) is None:
+        time.sleep(0.01)
+    client.close()
+    ended, count = raw.decode().split(":")
+    assert int(count) == n
+    return float(ended) - started
+
+
+def bare_row(latency: int, workers: int, n: int, walls: list[float]) -> Row:
     return Row(
         scenario=f"bare chord, {workers} worker{'s' if workers > 1 else ''}",
         latency_ms=latency,
@@ -204,7 +201,13 @@ def run_embedded(latency: int, repeat: int) -> Row:
     return row_from("optiflow embedded", latency, 0, walls, report, spec, guarded)
 
 
-def run_redis(env: dict[str, str], logdir: Path, latency: int, workers: int, repeat: int) -> Row:
+def run_pair(
+    env: dict[str, str], logdir: Path, latency: int, workers: int, n: int, repeat: int
+) -> tuple[Row, Row]:
+    """The bare chord and optiflow's job on the same number of worker processes, their runs
+    alternating (bare, optiflow, bare, ...) so both see the same machine: drift between the two
+    measurements would otherwise show up in their ratio."""
+    os.environ.update({k: env[k] for k in ("OPTIFLOW_REDIS_URL", "OPTIFLOW_KEY_PREFIX")})
     spec = job_spec(latency)
     settings = Settings(
         redis_url=env["OPTIFLOW_REDIS_URL"],
@@ -212,18 +215,25 @@ def run_redis(env: dict[str, str], logdir: Path, latency: int, workers: int, rep
         home=Path(env["OPTIFLOW_HOME"]),
         database_url=env["OPTIFLOW_DATABASE_URL"],
     )
+    bare_walls: list[float] = []
     walls, report = [], None
-    with (
-        running_workers(env, logdir, eval_workers=workers, eval_concurrency=CONCURRENCY),
-        Client(settings, embedded=False) as client,
-    ):
-        for _ in range(repeat):
-            started = time.perf_counter()
-            handle = client.submit(spec)
-            report = handle.wait(timeout=900).raise_for_error().report
-            walls.append(time.perf_counter() - started)
+    bare_procs = [_bare_worker(env, logdir / f"bare{i}.log") for i in range(workers)]
+    try:
+        with (
+            running_workers(env, logdir, eval_workers=workers, eval_concurrency=CONCURRENCY),
+            Client(settings, embedded=False) as client,
+        ):
+            for _ in range(repeat):
+                bare_walls.append(bare_once(env, latency, n))
+                started = time.perf_counter()
+                handle = client.submit(spec)
+                report = handle.wait(timeout=900).raise_for_error().report
+                walls.append(time.perf_counter() - started)
+    finally:
+        for proc in bare_procs:
+            proc.stop()
     assert isinstance(report, OptimizationReport)
-    return row_from(
+    mine = row_from(
         f"optiflow redis, {workers} eval worker{'s' if workers > 1 else ''}",
         latency,
         workers,
@@ -232,6 +242,7 @@ def run_redis(env: dict[str, str], logdir: Path, latency: int, workers: int, rep
         spec,
         guarded_samples(settings, handle.id),
     )
+    return bare_row(latency, workers, n, bare_walls), mine
 
 
 def guarded_samples(settings: Settings, job_id: str) -> int:
@@ -319,7 +330,8 @@ def write(rows: list[Row], out: Path, notes: dict[str, Any]) -> None:
         f"average {notes['load'][0]:.2f} before, {notes['load'][1]:.2f} after (the 1-minute figure, bench included).",
         "Job: `examples/support-bot` compress (44 samples, eval_runs 3, fail-fast on, job-scoped cache cold at",
         "the start of every run); model `optiflow/sim` through litellm. Eval workers: `-P threads -c 32`.",
-        f"Wall time is the best of {notes['repeat']} runs (all runs listed). Evaluations = every evaluate task",
+        f"Wall time is the best of {notes['repeat']} runs (all runs listed); the bare chord's and optiflow's runs",
+        "on Redis alternate on the same workers' machine. Evaluations = every evaluate task",
         "(model calls + cache hits + fail-fast skips); the bare chord's tasks are each one model call.",
         f"litellm's one-off import in a fresh process: {notes['litellm_import_s']:.1f} s (paid at worker",
         "start, or in the background while the embedded client submits; not in the wall times).",
@@ -372,14 +384,13 @@ def main() -> None:
     rows: list[Row] = []
     with bench_env() as (env, home):
         for latency in [int(x) for x in args.latencies.split(",")]:
+            pairs = []
             for workers in (1, 2):
-                print(f"latency {latency} ms: bare chord, {workers} worker(s)", flush=True)
-                rows.append(run_bare(env, home, latency, args.bare_tasks, args.repeat, workers))
+                print(f"latency {latency} ms: bare chord and redis, {workers} worker(s)", flush=True)
+                pairs.append(run_pair(env, home, latency, workers, args.bare_tasks, args.repeat))
             print(f"latency {latency} ms: embedded", flush=True)
-            rows.append(run_embedded(latency, args.repeat))
-            for workers in (1, 2):
-                print(f"latency {latency} ms: redis, {workers} eval worker(s)", flush=True)
-                rows.append(run_redis(env, home, latency, workers, args.repeat))
+            embedded = run_embedded(latency, args.repeat)
+            rows += [pairs[0][0], pairs[1][0], embedded, pairs[0][1], pairs[1][1]]
             for r in rows[-5:]:
                 print(
                     f"  {r.scenario:<32} wall {r.wall_s:6.2f}s  {r.evals_per_s:6.0f} evals/s  calls {r.model_calls}"
