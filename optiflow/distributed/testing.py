@@ -12,7 +12,17 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from optiflow.settings import Settings
+
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: workers/ lives here
+
+
+def embedded_settings(home: Path) -> Settings:
+    """An embedded client's settings in ``home``. The URLs are explicitly None: an ``OPTIFLOW_*``
+    URL in the environment must not make it distributed."""
+    return Settings(
+        home=home, redis_url=None, broker_url=None, result_backend=None, database_url=None, store="auto"
+    )
 
 
 def worker_env(redis_url: str, prefix: str, home: Path, **extra: str) -> dict[str, str]:

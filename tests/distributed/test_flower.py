@@ -8,7 +8,6 @@ real ``celery -A workers.app flower`` against real workers and reads its HTTP AP
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -22,17 +21,11 @@ from optiflow.distributed.chaos import small
 from optiflow.distributed.testing import ROOT, running_workers, worker_env
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
+from optiflow.llm.local_model import free_port
 from optiflow.settings import Settings
 
 pytestmark = [pytest.mark.redis, pytest.mark.workers]
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _get(url: str) -> Any:
@@ -42,7 +35,7 @@ def _get(url: str) -> Any:
 
 def test_flower_lists_optiflow_tasks_with_job_id(redis_url: str, redis_prefix: str, tmp_path: Path) -> None:
     env = worker_env(redis_url, redis_prefix, tmp_path, FLOWER_UNAUTHENTICATED_API="true")
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = (tmp_path / "flower.log").open("w")
     flower = subprocess.Popen(

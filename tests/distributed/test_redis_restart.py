@@ -9,7 +9,6 @@ report as an undisturbed run.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from optiflow.distributed.testing import ROOT, WorkerProcess, worker_env
 from optiflow.errors import JobError
 from optiflow.interfaces.client import Client, JobHandle
 from optiflow.jobfile import load_job
+from optiflow.llm.local_model import free_port
 from optiflow.settings import Settings
 
 pytestmark = [pytest.mark.redis, pytest.mark.workers]
@@ -60,10 +60,7 @@ class RedisServer:
 
 @pytest.fixture
 def server(redis_url: str, tmp_path: Path) -> Iterator[RedisServer]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    srv = RedisServer(port, tmp_path / "redis.log")
+    srv = RedisServer(free_port(), tmp_path / "redis.log")
     srv.start()
     yield srv
     srv.stop()

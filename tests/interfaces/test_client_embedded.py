@@ -22,21 +22,13 @@ from optiflow.core.compress import OptimizationReport
 from optiflow.core.prompt import path_str
 from optiflow.core.result import OptimizeResult
 from optiflow.distributed.inline import run_inline
-from optiflow.distributed.testing import ROOT
+from optiflow.distributed.testing import ROOT, embedded_settings
 from optiflow.errors import JobError
 from optiflow.interfaces.client import Client, JobHandle
 from optiflow.jobfile import load_job
-from optiflow.settings import Settings
 
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
 NS, KEY = "support", "bot"
-
-
-def embedded_settings(home: Path) -> Settings:
-    # explicit Nones: an OPTIFLOW_* URL in the environment must not make this distributed
-    return Settings(
-        home=home, redis_url=None, broker_url=None, result_backend=None, database_url=None, store="auto"
-    )
 
 
 @pytest.fixture(scope="module")

@@ -7,20 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from optiflow.distributed.testing import ROOT
+from optiflow.distributed.testing import ROOT, embedded_settings
 from optiflow.errors import ConfigError, JobError
 from optiflow.interfaces.client import Client
-from optiflow.settings import Settings
 
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
 NS, KEY = "support", "bot"
-
-
-def embedded_settings(home: Path) -> Settings:
-    # explicit Nones: an OPTIFLOW_* URL in the environment must not make this distributed
-    return Settings(
-        home=home, redis_url=None, broker_url=None, result_backend=None, database_url=None, store="auto"
-    )
 
 
 def test_closing_the_client_ends_its_unfinished_jobs(tmp_path: Path) -> None:

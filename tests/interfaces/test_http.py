@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -30,11 +29,11 @@ import tornado.netutil
 import yaml
 
 from optiflow.core.progress import status_changed
-from optiflow.distributed.testing import ROOT
+from optiflow.distributed.testing import ROOT, embedded_settings
 from optiflow.interfaces.client import Client
 from optiflow.interfaces.http import LIVE_PROGRESS, PAGE_TITLE, make_app
 from optiflow.jobfile import load_job_data
-from optiflow.settings import Settings
+from optiflow.llm.local_model import free_port
 
 EXAMPLE_DIR = ROOT / "examples" / "support-bot"
 SAMPLES = 6
@@ -86,13 +85,6 @@ class Server:
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
         assert not self._thread.is_alive(), "the server did not stop"
-
-
-def embedded_settings(home: Path) -> Settings:
-    # explicit Nones: an OPTIFLOW_* URL in the environment must not make this distributed
-    return Settings(
-        home=home, redis_url=None, broker_url=None, result_backend=None, database_url=None, store="auto"
-    )
 
 
 def job_document(samples: int = SAMPLES) -> dict[str, Any]:
@@ -401,15 +393,8 @@ def test_serve_help(cli_runner: Callable[..., tuple[int, str, str]]) -> None:
     assert code == 0 and "--host" in out and "--port" in out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def test_workers_api_process_serves_then_stops_on_sigterm(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPTIFLOW_")}
     env |= {"OPTIFLOW_HOME": str(tmp_path / "home"), "OPTIFLOW_HTTP_PORT": str(port)}
     proc = subprocess.Popen(

@@ -14,9 +14,8 @@ from optiflow.core.measure import MeasureDocument
 from optiflow.core.optimize.document import history_document
 from optiflow.core.optimize.replay import replay
 from optiflow.core.optimize.report import OptimizationHistory
-from optiflow.distributed.testing import ROOT
+from optiflow.distributed.testing import ROOT, embedded_settings
 from optiflow.interfaces.client import Client
-from optiflow.settings import Settings
 
 EXAMPLES = ROOT / "examples"
 
@@ -24,8 +23,7 @@ EXAMPLES = ROOT / "examples"
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     home = tmp_path_factory.mktemp("optimize-home")
-    settings = Settings(home=home, redis_url=None, broker_url=None, result_backend=None, database_url=None)
-    with Client(settings) as c:
+    with Client(embedded_settings(home)) as c:
         assert c.runtime.embedded
         yield c
 
