@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from optiflow.distributed.runtime import Runtime
 
 log = logging.getLogger(__name__)
+RUNS_ELSEWHERE = (
+    "runs in the embedded worker of the process that submitted it; "
+    "stop that process (Ctrl-C) and the job ends cancelled"
+)
 
 
 class JobHandle:
@@ -111,6 +115,13 @@ class JobHandle:
         """The result if the job has finished (read from the database), else None."""
         rec = self.record()
         return OptimizeResult.model_validate(rec.result) if rec.result else None
+
+    def runs_elsewhere(self, status: JobStatus) -> bool:
+        """Embedded, a running job's worker (and the cancel signal it reads) lives in the process
+        that submitted or resumed it: True when that is not this client's process."""
+        return (
+            self.client.runtime.embedded and status == "running" and self.id not in self.client._embedded_jobs
+        )
 
     def cancel(self) -> None:
         from optiflow.distributed import driver

@@ -57,6 +57,7 @@ from optiflow.errors import (
     StoreError,
     ValidationError,
 )
+from optiflow.interfaces.client import RUNS_ELSEWHERE
 
 if TYPE_CHECKING:
     from optiflow.interfaces.client import Client
@@ -168,14 +169,14 @@ class Poll:
 
 class Api:
     """What every handler shares: the client, the pool blocking calls run on, the stream timings,
-    and the jobs this server submitted. The methods block; handlers run them on the pool."""
+    and a lock so concurrent submissions start the embedded worker once. The methods block;
+    handlers run them on the pool."""
 
     def __init__(self, client: Client, *, poll_s: float, keepalive_s: float, threads: int) -> None:
         self.client = client
         self.poll_s = poll_s
         self.keepalive_s = keepalive_s
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="optiflow-http")
-        self.submitted: set[str] = set()
         self._submit_lock = threading.Lock()  # the embedded worker must be started once
 
     def close(self) -> None:
@@ -194,9 +195,7 @@ class Api:
 
         spec = load_job_data(data, source=SOURCE, store=self.client.runtime.store)
         with self._submit_lock:
-            job = self.client.submit(spec)
-            self.submitted.add(job.id)
-        return job.id
+            return self.client.submit(spec).id
 
     def job(self, job_id: str) -> dict[str, Any]:
         rec = self.client.runtime.jobs.get(job_id)
@@ -209,12 +208,8 @@ class Api:
         rec = job.record()
         if rec.finished:
             raise ConflictError(f"job {job_id} already {rec.status}: nothing to cancel", field="job")
-        if self.client.runtime.embedded and rec.status == "running" and job_id not in self.submitted:
-            raise ConflictError(
-                f"job {job_id} runs in the embedded worker of the process that submitted it; "
-                "stop that process (Ctrl-C) and the job ends cancelled",
-                field="job",
-            )
+        if job.runs_elsewhere(rec.status):
+            raise ConflictError(f"job {job_id} {RUNS_ELSEWHERE}", field="job")
         job.cancel()
         return job_summary(job.record())
 

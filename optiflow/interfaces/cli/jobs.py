@@ -249,13 +249,10 @@ def cancel(job_id: str) -> None:
         if status_ in ("completed", "failed", "cancelled"):
             echo(f"job {job_id} already {status_}: nothing to cancel")
             return
-        if client.runtime.embedded and status_ == "running":
-            # its worker (and the cancel signal it reads) lives in the process that submitted it
-            raise JobError(
-                f"job {job_id} runs in the embedded worker of the process that submitted it; "
-                "stop that process (Ctrl-C) and the job ends cancelled",
-                field="job",
-            )
+        if job.runs_elsewhere(status_):
+            from optiflow.interfaces.client import RUNS_ELSEWHERE
+
+            raise JobError(f"job {job_id} {RUNS_ELSEWHERE}", field="job")
         job.cancel()
         if job.record().finished:
             echo(f"cancelled {job_id}")
