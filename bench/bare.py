@@ -44,8 +44,8 @@ _MESSAGES: list[list[dict[str, str]]] = []
 def messages(i: int) -> list[dict[str, str]]:
     """The example's prompt rendered for its samples: the same call an optiflow evaluation makes."""
     if not _MESSAGES:
-        from optiflow.distributed.testing import ROOT
         from optiflow.jobfile import load_job
+        from tests.support.workers import ROOT
 
         spec = load_job(ROOT / "examples" / "support-bot" / "job.yaml")
         _MESSAGES.extend(spec.prompt.render(s.input).messages() for s in spec.dataset.samples)

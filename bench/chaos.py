@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.compress import bench_env
-from optiflow.distributed.chaos import decisions, run_round
-from optiflow.distributed.inline import run_inline
-from optiflow.distributed.testing import ROOT, WorkerProcess, postgres_database
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
 from optiflow.settings import Settings
+from tests.support.chaos import decisions, run_round
+from tests.support.inline import run_inline
+from tests.support.workers import ROOT, WorkerProcess, postgres_database
 
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
 STALE_AFTER_S = 3

@@ -33,11 +33,11 @@ from typing import Any
 import redis
 
 from optiflow.core.compress import CompressSpec, OptimizationReport
-from optiflow.distributed.testing import ROOT, WorkerProcess, running_workers, worker_env
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
 from optiflow.persistence import JobRepository
 from optiflow.settings import Settings
+from tests.support.workers import ROOT, WorkerProcess, running_workers, worker_env
 
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
 CONCURRENCY = 32

@@ -45,12 +45,12 @@ from optiflow.core.model import ModelConfig
 from optiflow.core.overrides import PromptOverrides
 from optiflow.core.prompt import path_str
 from optiflow.core.strategy import LLMStrategySpec
-from optiflow.distributed.testing import ROOT, running_workers, worker_env
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
 from optiflow.llm.local_model import LocalModelServer, find_gguf, free_port, missing_reason
 from optiflow.llm.tokens import count_tokens, encoding_name
 from optiflow.settings import Settings
+from tests.support.workers import ROOT, running_workers, worker_env
 
 EXAMPLE = ROOT / "examples" / "review-sentiment" / "job.yaml"
 

@@ -25,6 +25,7 @@ page elsewhere cannot submit or cancel jobs through a visitor's browser.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import signal
@@ -34,6 +35,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.client import responses
+from importlib import resources
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -68,6 +70,14 @@ T = TypeVar("T")
 
 SOURCE = "body"  # errors in a submitted job document are named "body: <field>" by the validation
 PAGE_TITLE = "optiflow jobs"
+
+
+@functools.cache
+def page_html() -> bytes:
+    """The page: package data (``optiflow/interfaces/page/index.html``), read once."""
+    return (resources.files("optiflow.interfaces") / "page" / "index.html").read_bytes()
+
+
 LIVE_PROGRESS = "live_progress"  # the SSE event (without id) for the running step's counter
 MAX_LIMIT = 1000
 EVENT_BATCH = 500
@@ -372,7 +382,7 @@ class PageHandler(ApiHandler):
             "Content-Security-Policy",
             "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'",
         )
-        self.finish(PAGE)
+        self.finish(page_html())
 
 
 class HealthHandler(ApiHandler):
@@ -448,214 +458,3 @@ async def _serve(client: Client, host: str, port: int, on_ready: Callable[[str],
 def _url(address: tuple[Any, ...]) -> str:
     host, port = str(address[0]), int(address[1])
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-
-PAGE = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>__TITLE__</title>
-<style>
-  :root { color-scheme: light dark; --ok: #2e7d32; --bad: #c62828; --run: #1565c0; --mute: #888; }
-  body { font: 14px/1.45 system-ui, sans-serif; margin: 0; }
-  header { display: flex; gap: 1rem; align-items: baseline; padding: .6rem 1rem;
-           border-bottom: 1px solid #8884; }
-  main { display: grid; grid-template-columns: minmax(24rem, 1fr) 2fr; gap: 1.5rem; padding: 1rem; }
-  h2 { font-size: 1.1rem; margin: 0 0 .6rem; }
-  h3 { font-size: 1rem; margin: 1rem 0 .4rem; }
-  table { border-collapse: collapse; width: 100%; }
-  th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid #8883; white-space: nowrap; }
-  tbody tr { cursor: pointer; }
-  tbody tr:hover, tbody tr.sel { background: #8882; }
-  .mute, dt { color: var(--mute); }
-  .completed { color: var(--ok); } .failed { color: var(--bad); }
-  .running, .queued { color: var(--run); } .cancelled { color: var(--mute); }
-  .status { font-weight: 600; }
-  dl { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1rem; margin: 0; }
-  dd { margin: 0; }
-  .bar { height: .7rem; background: #8883; border-radius: .35rem; overflow: hidden; margin: .3rem 0; }
-  .bar > div { height: 100%; width: 0; background: var(--run); transition: width .3s; }
-  ol { max-height: 16rem; overflow: auto; padding-left: 2.5rem; margin: 0; font-size: 90%; }
-  pre { background: #8881; padding: .6rem; overflow: auto; max-height: 24rem; }
-  .error { color: var(--bad); }
-</style>
-</head>
-<body>
-<header><strong>optiflow</strong><span id="summary" class="mute"></span></header>
-<main>
-  <section>
-    <h2>Jobs</h2>
-    <table>
-      <thead><tr><th>job</th><th>kind</th><th>name</th><th>status</th><th>created</th></tr></thead>
-      <tbody id="jobs"></tbody>
-    </table>
-  </section>
-  <section id="detail" hidden>
-    <h2 id="title"></h2>
-    <dl>
-      <dt>status</dt><dd id="status" class="status"></dd>
-      <dt>progress</dt><dd><div class="bar"><div id="bar"></div></div><span id="count"></span></dd>
-      <dt>best</dt><dd id="best">-</dd>
-    </dl>
-    <p><button id="cancel" hidden>cancel job</button> <span id="message" class="error"></span></p>
-    <h3>Events</h3>
-    <ol id="events"></ol>
-    <h3>Result</h3>
-    <dl id="result"><dd class="mute">when the job has finished</dd></dl>
-    <details><summary>report JSON</summary><pre id="report"></pre></details>
-  </section>
-</main>
-<script>
-"use strict";
-const $ = (id) => document.getElementById(id);
-const EVENT_TYPES = ["run_status_changed", "progress_changed", "trial_added_or_updated",
-                     "best_candidate_changed", "iteration_recorded", "run_finished"];
-let selected = null, source = null;
-
-function el(tag, text, cls) {
-  const node = document.createElement(tag);
-  if (text !== undefined) node.textContent = text;
-  if (cls) node.className = cls;
-  return node;
-}
-
-async function api(path, options) {
-  const response = await fetch(path, options);
-  const body = await response.json();
-  if (!response.ok) {
-    const e = body.error;
-    throw new Error(`error[${e.code}]: ${e.field ? e.field + ": " : ""}${e.message}`);
-  }
-  return body;
-}
-
-async function refreshJobs() {
-  try {
-    const { jobs } = await api("/api/jobs?limit=50");
-    $("jobs").replaceChildren(...jobs.map(jobRow));
-    $("summary").textContent = `${jobs.length} recent jobs`;
-  } catch (err) {
-    $("summary").textContent = String(err);
-  }
-}
-
-function jobRow(job) {
-  const row = el("tr", undefined, job.id === selected ? "sel" : "");
-  row.dataset.id = job.id;
-  row.append(el("td", job.id.slice(0, 12)), el("td", job.kind), el("td", job.name),
-             el("td", job.status, "status " + job.status),
-             el("td", new Date(job.created_at).toLocaleString()));
-  row.onclick = () => select(job.id);
-  return row;
-}
-
-function setStatus(status, error) {
-  $("status").textContent = status + (error ? ` (${error})` : "");
-  $("status").className = "status " + status;
-  $("cancel").hidden = !(status === "queued" || status === "running");
-}
-
-// progress_changed carries the job's evaluations so far (at step boundaries), live_progress the
-// running step's own counter: the bar shows whichever came last, labelled.
-function drawBar(done, total, label) {
-  const shown = Math.min(done, total);
-  $("bar").style.width = total ? `${(100 * shown) / total}%` : "0";
-  $("count").textContent = `${label}${shown}/${total} evaluations`;
-}
-
-function describe(event) {
-  const p = event.payload;
-  if (typeof p.line === "string") return p.line;
-  if (event.type === "run_status_changed" || event.type === "run_finished") {
-    return p.status + (p.error ? `: ${p.error}` : "");
-  }
-  if (event.type === "progress_changed") {
-    return `${p.evaluations_done}/${p.evaluations_total} evaluations; ${p.completed} completed, ` +
-           `${p.failed} failed, ${p.rejected} rejected, ${p.running} running`;
-  }
-  if (event.type === "trial_added_or_updated") {
-    return `${p.name || p.candidate_id}: score ${fmt(p.objective_score)} (${p.status})`;
-  }
-  if (event.type === "best_candidate_changed") return `new best ${p.candidate_id} (${fmt(p.score)})`;
-  return JSON.stringify(p).slice(0, 160);
-}
-
-function fmt(value) {
-  return typeof value === "number" ? String(Math.round(value * 1000) / 1000) : "-";
-}
-
-const ON_EVENT = {
-  run_status_changed: (p) => setStatus(p.status, p.error),
-  progress_changed: (p) => drawBar(p.evaluations_done, p.evaluations_total, "job: "),
-  best_candidate_changed: (p) => { $("best").textContent = `${p.candidate_id} (score ${fmt(p.score)})`; },
-  run_finished: (p) => {
-    source.close();
-    setStatus(p.status, p.error);
-    showResult(selected);
-  },
-};
-
-function select(id) {
-  if (source) source.close();
-  selected = id;
-  history.replaceState(null, "", "/jobs/" + encodeURIComponent(id));
-  for (const row of $("jobs").children) row.classList.toggle("sel", row.dataset.id === id);
-  $("detail").hidden = false;
-  $("title").textContent = "job " + id;
-  $("events").replaceChildren();
-  $("best").textContent = "-";
-  $("message").textContent = "";
-  $("result").replaceChildren(el("dd", "when the job has finished", "mute"));
-  $("report").textContent = "";
-  setStatus("...");
-  drawBar(0, 0, "");
-  source = new EventSource(`/api/jobs/${encodeURIComponent(id)}/events`);
-  for (const type of EVENT_TYPES) {
-    source.addEventListener(type, (message) => {
-      const event = JSON.parse(message.data);
-      $("events").append(el("li", `${event.type}: ${describe(event)}`));
-      (ON_EVENT[type] || (() => {}))(event.payload);
-    });
-  }
-  source.addEventListener("live_progress", (message) => {
-    const p = JSON.parse(message.data);
-    drawBar(p.done, p.total, `step ${p.step}: `);
-  });
-  showResult(id);
-}
-
-async function showResult(id) {
-  try {
-    const job = await api(`/api/jobs/${encodeURIComponent(id)}`);
-    if (id !== selected || !job.result) return;
-    const report = job.result.report;
-    $("report").textContent = JSON.stringify(job.result, null, 2);
-    const rows = [["status", job.result.status], ["error", job.result.error]];
-    for (const [key, value] of Object.entries(report || {})) {
-      if (Array.isArray(value)) rows.push([key, `${value.length} item(s)`]);
-      else if (value === null || typeof value !== "object") rows.push([key, value]);
-    }
-    $("result").replaceChildren(...rows.filter(([, v]) => v !== null && v !== undefined)
-      .flatMap(([k, v]) => [el("dt", k), el("dd", typeof v === "number" ? fmt(v) : String(v))]));
-  } catch (err) {
-    $("message").textContent = String(err);
-  }
-}
-
-$("cancel").onclick = async () => {
-  try {
-    const job = await api(`/api/jobs/${encodeURIComponent(selected)}/cancel`, { method: "POST" });
-    $("message").textContent = job.status === "cancelled" ? "" : "cancel requested: it ends at this step";
-  } catch (err) {
-    $("message").textContent = String(err);
-  }
-};
-
-const preselected = location.pathname.startsWith("/jobs/") ? location.pathname.slice(6) : "";
-refreshJobs().then(() => { if (preselected) select(decodeURIComponent(preselected)); });
-setInterval(refreshJobs, 3000);
-</script>
-</body>
-</html>
-""".replace("__TITLE__", PAGE_TITLE)

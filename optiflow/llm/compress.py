@@ -25,11 +25,10 @@ from optiflow.core.model import ModelConfig
 from optiflow.core.prompt import Prompt, Section, path_str, template_params
 from optiflow.core.strategy import LLMStrategySpec, RuleStrategySpec, StrategySpec
 from optiflow.errors import ModelProviderError, ValidationError
+from optiflow.llm.markers import COMPRESS_MARKER
 
 log = logging.getLogger(__name__)
 
-COMPRESS_MARKER = "[optiflow:compress-section]"
-"""First line of the compression system prompt; the simulated model recognizes requests by it."""
 
 COMPRESS_SYSTEM = """{marker}
 You shorten one section of the system prompt of an LLM application ({prompt_id}, section "{path}").

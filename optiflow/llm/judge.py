@@ -16,9 +16,7 @@ import re
 from optiflow.core.base import JSONValue
 from optiflow.core.checks import LLMJudgeCheck, Score
 from optiflow.errors import ModelProviderError
-
-JUDGE_MARKER = "[optiflow:judge]"
-"""First line of the judge system prompt; the simulated model recognizes requests by it."""
+from optiflow.llm.markers import JUDGE_MARKER
 
 JUDGE_SYSTEM = f"""{JUDGE_MARKER}
 You are a strict grader. Grade the assistant output against the rubric and the expected answer.

@@ -19,9 +19,7 @@ from optiflow.core.actions import RewriteReply, RewriteRequest
 from optiflow.core.base import JSONValue
 from optiflow.core.prompt import path_str, template_params
 from optiflow.llm.compress import clean_output
-
-REWRITE_MARKER = "[optiflow:rewrite-section]"
-"""First line of the rewrite system prompt; the simulated model recognizes requests by it."""
+from optiflow.llm.markers import REWRITE_MARKER
 
 REWRITE_SYSTEM = """{marker}
 You improve one section of the system prompt of an LLM application ({prompt_id}, section "{path}").

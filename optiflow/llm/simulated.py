@@ -25,7 +25,7 @@ question names its topic; removing filler changes nothing; a rule stated twice (
 keeps working while either copy is present. ``sim_style``: ``sentence`` (default, the label in a
 sentence), ``label`` (the bare label) or ``json`` (``{"code": LABEL, "answer": ...}``).
 
-**Compression requests** are recognized by :data:`optiflow.llm.compress.COMPRESS_MARKER` in the
+**Compression requests** are recognized by :data:`optiflow.llm.markers.COMPRESS_MARKER` in the
 system message; the last user message is the section body. The reply keeps, in order and one per
 line, the sentences (split after ``.!?``, at blank lines and before bullet items; wrapped lines
 are joined) that are rules or contain a ``${param}`` placeholder, and drops every other sentence
@@ -35,12 +35,12 @@ placeholder and ``int(h[:8], 16) % 100 < sim_compress_drop_pct`` (default 25), i
 rule sentence number ``int(h[8:16], 16) % n`` of those (counted in order), which is how a
 compression gets rejected. :func:`compress_section` and :func:`compress_plan` compute it.
 
-**Judge requests** are recognized by :data:`optiflow.llm.judge.JUDGE_MARKER` in the system
+**Judge requests** are recognized by :data:`optiflow.llm.markers.JUDGE_MARKER` in the system
 message; the user message carries ``<expected>...</expected>`` and ``<output>...</output>``. The
 reply is ``{"score": 1.0, ...}`` when the whitespace- and case-normalized expected text occurs in
 the output, else ``{"score": 0.0, ...}``.
 
-**Rewrite requests** are recognized by :data:`optiflow.llm.rewrite.REWRITE_MARKER` in the system
+**Rewrite requests** are recognized by :data:`optiflow.llm.markers.REWRITE_MARKER` in the system
 message; the user message carries ``<section>...</section>``, the failing samples'
 ``<input>...</input>`` and ``<variant>N</variant>``. A *hint* is a sentence of the section like
 ``Questions about <topic> are filed under <LABEL>`` (:data:`HINT_RE`; ``filed|handled|logged|
@@ -96,9 +96,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from optiflow.llm.compress import COMPRESS_MARKER
-from optiflow.llm.judge import JUDGE_MARKER
-from optiflow.llm.rewrite import REWRITE_MARKER
+from optiflow.llm.markers import COMPRESS_MARKER, JUDGE_MARKER, REWRITE_MARKER
 from optiflow.llm.tokens import count_tokens
 
 SIM_MODEL = "optiflow/sim"

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from optiflow.distributed.testing import ROOT
 from tests.cli.conftest import Cli
+from tests.support.workers import ROOT
 
 EXAMPLE_DIR = ROOT / "examples" / "support-bot"
 ERROR_LINE = re.compile(r"^error\[[a-z_]+\]: \S.*: \S.*$")

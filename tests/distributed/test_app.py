@@ -49,7 +49,7 @@ def test_each_app_runs_its_own_tasks(tmp_path: Path) -> None:
 def test_worker_refuses_an_unmigrated_database(postgres_url: str, redis_url: str, tmp_path: Path) -> None:
     import sqlalchemy as sa
 
-    from optiflow.distributed.testing import ROOT, worker_env
+    from tests.support.workers import ROOT, worker_env
 
     name = f"optiflow_unmigrated_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)

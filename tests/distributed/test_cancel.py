@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from optiflow.distributed.testing import ROOT, running_workers, worker_env
 from optiflow.interfaces.client import Client, JobHandle
 from optiflow.jobfile import load_job
 from optiflow.settings import Settings
 from optiflow.stores import keys
+from tests.support.workers import ROOT, running_workers, worker_env
 
 pytestmark = [pytest.mark.redis, pytest.mark.workers]
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"

@@ -11,14 +11,14 @@ import pytest
 import redis
 
 from optiflow.core.compress import OptimizationReport
-from optiflow.distributed.chaos import small
-from optiflow.distributed.inline import run_inline
-from optiflow.distributed.testing import ROOT, running_workers, worker_env
 from optiflow.interfaces.client import Client
 from optiflow.interfaces.watch import follow
 from optiflow.jobfile import load_job
 from optiflow.settings import Settings
 from optiflow.stores import keys
+from tests.support.chaos import small
+from tests.support.inline import run_inline
+from tests.support.workers import ROOT, running_workers, worker_env
 
 pytestmark = [pytest.mark.redis, pytest.mark.workers]
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from optiflow.distributed.chaos import small
-from optiflow.distributed.testing import ROOT, running_workers, worker_env
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
 from optiflow.llm.local_model import free_port
 from optiflow.settings import Settings
+from tests.support.chaos import small
+from tests.support.workers import ROOT, running_workers, worker_env
 
 pytestmark = [pytest.mark.redis, pytest.mark.workers]
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"

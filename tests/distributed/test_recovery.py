@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from optiflow.distributed import recovery
-from optiflow.distributed.chaos import decisions, run_round, small, start_workers
-from optiflow.distributed.inline import run_inline
-from optiflow.distributed.testing import ROOT, WorkerProcess, postgres_database, worker_env
 from optiflow.errors import ConflictError
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
 from optiflow.settings import Settings
+from tests.support.chaos import decisions, run_round, small, start_workers
+from tests.support.inline import run_inline
+from tests.support.workers import ROOT, WorkerProcess, postgres_database, worker_env
 
 pytestmark = [pytest.mark.redis, pytest.mark.workers]
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"

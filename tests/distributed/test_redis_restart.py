@@ -18,14 +18,14 @@ import pytest
 import redis
 
 from optiflow.core.result import OptimizeResult
-from optiflow.distributed.chaos import decisions, small, start_workers
-from optiflow.distributed.inline import run_inline
-from optiflow.distributed.testing import ROOT, WorkerProcess, worker_env
 from optiflow.errors import JobError
 from optiflow.interfaces.client import Client, JobHandle
 from optiflow.jobfile import load_job
 from optiflow.llm.local_model import free_port
 from optiflow.settings import Settings
+from tests.support.chaos import decisions, small, start_workers
+from tests.support.inline import run_inline
+from tests.support.workers import ROOT, WorkerProcess, worker_env
 
 pytestmark = [pytest.mark.redis, pytest.mark.workers]
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"

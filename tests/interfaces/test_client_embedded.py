@@ -21,11 +21,11 @@ import pytest
 from optiflow.core.compress import OptimizationReport
 from optiflow.core.prompt import path_str
 from optiflow.core.result import OptimizeResult
-from optiflow.distributed.inline import run_inline
-from optiflow.distributed.testing import ROOT, embedded_settings
 from optiflow.errors import JobError
 from optiflow.interfaces.client import Client, JobHandle
 from optiflow.jobfile import load_job
+from tests.support.inline import run_inline
+from tests.support.workers import ROOT, embedded_settings
 
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
 NS, KEY = "support", "bot"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from optiflow.distributed.testing import ROOT, embedded_settings
 from optiflow.errors import ConfigError, JobError
 from optiflow.interfaces.client import Client
+from tests.support.workers import ROOT, embedded_settings
 
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
 NS, KEY = "support", "bot"

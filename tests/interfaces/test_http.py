@@ -29,11 +29,11 @@ import tornado.netutil
 import yaml
 
 from optiflow.core.progress import status_changed
-from optiflow.distributed.testing import ROOT, embedded_settings
 from optiflow.interfaces.client import Client
 from optiflow.interfaces.http import LIVE_PROGRESS, PAGE_TITLE, make_app
 from optiflow.jobfile import load_job_data
 from optiflow.llm.local_model import free_port
+from tests.support.workers import ROOT, embedded_settings
 
 EXAMPLE_DIR = ROOT / "examples" / "support-bot"
 SAMPLES = 6

@@ -14,8 +14,8 @@ from optiflow.core.measure import MeasureDocument
 from optiflow.core.optimize.document import history_document
 from optiflow.core.optimize.replay import replay
 from optiflow.core.optimize.report import OptimizationHistory
-from optiflow.distributed.testing import ROOT, embedded_settings
 from optiflow.interfaces.client import Client
+from tests.support.workers import ROOT, embedded_settings
 
 EXAMPLES = ROOT / "examples"
 

@@ -13,11 +13,11 @@ import pytest
 
 from optiflow.core.compress import CompressSpec
 from optiflow.core.model import ModelConfig
-from optiflow.distributed.testing import ROOT, running_workers, worker_env
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
 from optiflow.llm.local_model import LocalModelServer
 from optiflow.settings import Settings
+from tests.support.workers import ROOT, running_workers, worker_env
 
 pytestmark = [pytest.mark.real_model, pytest.mark.redis, pytest.mark.workers]
 EXAMPLE = ROOT / "examples" / "review-sentiment" / "job.yaml"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from optiflow.distributed.testing import ROOT
 from optiflow.llm.local_model import free_port, port_in_use
+from tests.support.workers import ROOT
 
 
 def optiflow(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

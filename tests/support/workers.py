@@ -14,7 +14,7 @@ from pathlib import Path
 
 from optiflow.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: workers/ lives here
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: workers/ and examples/ live here
 
 
 def embedded_settings(home: Path) -> Settings:

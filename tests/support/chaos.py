@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from optiflow.core.compress import TEMP_TAG_PREFIX, CompressSpec, OptimizationReport
-from optiflow.distributed.testing import WorkerProcess
+from tests.support.workers import WorkerProcess
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

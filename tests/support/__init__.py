@@ -1,0 +1,1 @@
+"""Support for the tests and benchmarks: real worker processes, the inline reference run, chaos rounds."""
