@@ -123,3 +123,27 @@ def trial_summary(results: Sequence[EvalResult]) -> TrialSummary:
         avg_ttft_ms=sum(ttfts) / len(ttfts) if ttfts else None,
         total_tokens=sum(r.prompt_tokens + r.completion_tokens for r in done),
     )
+
+
+class JobStats(Frozen):
+    """What the job cost: model calls made, evaluations the cache answered, fail-fast skips."""
+
+    evaluations: int = 0
+    model_calls: int = 0
+    cache_hits: int = 0
+    fail_fast_skipped: int = 0
+    proposal_calls: int = 0
+    errors: int = 0
+    steps: int = 0
+
+    def add(self, results: Iterable[EvalResult], *, proposals: int = 0) -> JobStats:
+        rs = list(results)
+        return JobStats(
+            evaluations=self.evaluations + len(rs),
+            model_calls=self.model_calls + sum(1 for r in rs if not r.cached and not r.skipped),
+            cache_hits=self.cache_hits + sum(1 for r in rs if r.cached),
+            fail_fast_skipped=self.fail_fast_skipped + sum(1 for r in rs if r.skipped),
+            proposal_calls=self.proposal_calls + proposals,
+            errors=self.errors + sum(1 for r in rs if r.error is not None),
+            steps=self.steps + 1,
+        )

@@ -15,3 +15,11 @@ class Experiment(Frozen):
     overrides_tag: str
     parent_tag: str | None = None
     flags: Mapping[str, bool] = Field(default_factory=dict)
+
+
+TEMP_TAG_PREFIX = "opt-"
+
+
+def temp_tag_prefix(job_id: str) -> str:
+    """Every temporary tag of a job starts with this; a sweeper can remove them by prefix."""
+    return f"{TEMP_TAG_PREFIX}{job_id}-"

@@ -23,7 +23,7 @@ class LLMStrategySpec(Frozen):
 
 
 class RuleStrategySpec(Frozen):
-    """Compress each section with :mod:`optiflow.core.compress_rules` (no model call)."""
+    """Compress each section with :mod:`optiflow.core.compress.rules` (no model call)."""
 
     type: Literal["rule"] = "rule"
 

@@ -28,8 +28,8 @@ from optiflow.core.actions import (
     Step,
     StepResults,
 )
-from optiflow.core.compress import temp_tag_prefix
 from optiflow.core.evaluation import EvalResult
+from optiflow.core.experiment import temp_tag_prefix
 from optiflow.core.history import Event, Rejection, Trial
 from optiflow.core.jobs import Report, parse_report
 from optiflow.core.overrides import now

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from optiflow.core.compress import TEMP_TAG_PREFIX
+from optiflow.core.experiment import TEMP_TAG_PREFIX
 from optiflow.distributed import driver
 from optiflow.errors import ConflictError, NotFoundError
 

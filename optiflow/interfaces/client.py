@@ -23,7 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from optiflow.core.compress import TEMP_TAG_PREFIX, CompressSpec, OptimizationReport
+from optiflow.core.compress import CompressSpec, OptimizationReport
+from optiflow.core.experiment import TEMP_TAG_PREFIX
 from optiflow.core.jobs import JobSpec, parse_spec
 from optiflow.core.measure import MeasureSpec
 from optiflow.core.optimize.report import OptimizationHistory

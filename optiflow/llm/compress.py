@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import TypeAdapter
 
-from optiflow.core.compress_rules import compress_text
+from optiflow.core.compress.rules import compress_text
 from optiflow.core.model import ModelConfig
 from optiflow.core.prompt import Prompt, Section, path_str, template_params
 from optiflow.core.strategy import LLMStrategySpec, RuleStrategySpec, StrategySpec
@@ -131,7 +131,7 @@ class LLMCompressStrategy:
 
 @dataclass(frozen=True, slots=True)
 class RuleCompressStrategy:
-    """Deterministic, offline: :func:`optiflow.core.compress_rules.compress_text`."""
+    """Deterministic, offline: :func:`optiflow.core.compress.rules.compress_text`."""
 
     @property
     def name(self) -> str:

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from optiflow.core.compress_rules import compress_text
+from optiflow.core.compress.rules import compress_text
 from optiflow.core.model import ModelConfig
 from optiflow.core.prompt import Prompt, Section
 from optiflow.core.strategy import LLMStrategySpec, RuleStrategySpec

@@ -14,7 +14,7 @@ from datetime import datetime
 from pydantic import Field
 
 from optiflow.core.base import Frozen, JSONValue
-from optiflow.core.compress import JobStats
+from optiflow.core.evaluation import JobStats
 from optiflow.core.optimize.acceptance import AcceptanceSpec
 from optiflow.core.optimize.configuration import Configuration, TreatmentFactor
 from optiflow.core.optimize.history import IterationRecord

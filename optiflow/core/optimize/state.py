@@ -13,8 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from optiflow.core.base import Frozen
-from optiflow.core.compress import JobStats
-from optiflow.core.evaluation import TrialSummary
+from optiflow.core.evaluation import JobStats, TrialSummary
 from optiflow.core.optimize.history import IterationRecord, TrialHistory
 from optiflow.core.optimize.protocol import OptimizerState
 from optiflow.core.optimize.termination import TerminationReason

@@ -34,9 +34,8 @@ from datetime import datetime
 from typing import Any
 
 from optiflow.core.actions import Action, EvalTarget, Fail, Finish, RewriteReply, Step, StepResults
-from optiflow.core.compress import temp_tag_prefix
 from optiflow.core.evaluation import EvalResult, trial_summary
-from optiflow.core.experiment import Experiment
+from optiflow.core.experiment import Experiment, temp_tag_prefix
 from optiflow.core.optimize.acceptance import Contender, decide
 from optiflow.core.optimize.configuration import canonical, config_hash, config_params, config_sections
 from optiflow.core.optimize.history import IterationRecord

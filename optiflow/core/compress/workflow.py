@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from pydantic import Field, computed_field, model_validator
+from pydantic import Field
 
 from optiflow.core.actions import (
     Action,
@@ -38,121 +38,24 @@ from optiflow.core.actions import (
     Step,
     StepResults,
 )
-from optiflow.core.base import Frozen, JSONValue
-from optiflow.core.checks import CheckSpec
-from optiflow.core.dataset import Dataset
-from optiflow.core.evaluation import EvalResult, EvalSummary, regressed_ids, regressions, summarize
-from optiflow.core.experiment import Experiment
-from optiflow.core.model import ModelConfig
-from optiflow.core.overrides import STABLE, SectionOverride
-from optiflow.core.prompt import Prompt, SectionPath, path_str
-from optiflow.core.strategy import StrategySpec
-
-TEMP_TAG_PREFIX = "opt-"
-
-
-def temp_tag_prefix(job_id: str) -> str:
-    """Every temporary tag of a job starts with this; a sweeper can remove them by prefix."""
-    return f"{TEMP_TAG_PREFIX}{job_id}-"
+from optiflow.core.base import Frozen
+from optiflow.core.compress.report import Modification, OptimizationReport, RejectedModification
+from optiflow.core.compress.spec import CompressSpec
+from optiflow.core.evaluation import (
+    EvalResult,
+    EvalSummary,
+    JobStats,
+    regressed_ids,
+    regressions,
+    summarize,
+)
+from optiflow.core.experiment import Experiment, temp_tag_prefix
+from optiflow.core.overrides import SectionOverride
+from optiflow.core.prompt import SectionPath, path_str
 
 
 def path_hash(path: SectionPath) -> str:
     return hashlib.sha256(path_str(path).encode()).hexdigest()[:8]
-
-
-class CompressSpec(Frozen):
-    """Everything a compress job needs; self-contained so workers never re-read user files."""
-
-    kind: Literal["compress"] = "compress"
-    name: str = "compress"
-    prompt: Prompt
-    dataset: Dataset
-    check: CheckSpec
-    model: ModelConfig
-    strategy: StrategySpec
-    baseline_tag: str = STABLE
-    baseline_overrides: tuple[SectionOverride, ...] = ()
-    baseline_model_params: dict[str, JSONValue] = Field(default_factory=dict)
-    eval_runs: int = Field(default=3, ge=1, le=50)
-    min_section_tokens: int = Field(default=40, ge=0)
-    fail_fast: bool = True
-    flags: dict[str, bool] = Field(default_factory=dict)
-
-    def effective_body(self, path: SectionPath) -> str:
-        """The body the baseline renders for a section (its baseline override, if any)."""
-        for ov in self.baseline_overrides:
-            if ov.path == path:
-                return ov.body
-        return self.prompt.section(path).body
-
-
-class Modification(Frozen):
-    section_path: SectionPath
-    original_hash: str
-    proposed_body: str
-    token_reduction: int
-    baseline_pass_rate: float
-    candidate_pass_rate: float
-
-
-class RejectedModification(Frozen):
-    section_path: SectionPath
-    token_reduction: int
-    regression_count: int
-    regression_count_is_lower_bound: bool = False
-    stage: Literal["candidate", "greedy"] = "candidate"
-
-
-class JobStats(Frozen):
-    """What the job cost: model calls made, evaluations the cache answered, fail-fast skips."""
-
-    evaluations: int = 0
-    model_calls: int = 0
-    cache_hits: int = 0
-    fail_fast_skipped: int = 0
-    proposal_calls: int = 0
-    errors: int = 0
-    steps: int = 0
-
-    def add(self, results: Iterable[EvalResult], *, proposals: int = 0) -> JobStats:
-        rs = list(results)
-        return JobStats(
-            evaluations=self.evaluations + len(rs),
-            model_calls=self.model_calls + sum(1 for r in rs if not r.cached and not r.skipped),
-            cache_hits=self.cache_hits + sum(1 for r in rs if r.cached),
-            fail_fast_skipped=self.fail_fast_skipped + sum(1 for r in rs if r.skipped),
-            proposal_calls=self.proposal_calls + proposals,
-            errors=self.errors + sum(1 for r in rs if r.error is not None),
-            steps=self.steps + 1,
-        )
-
-
-class OptimizationReport(Frozen):
-    experiment_id: str
-    prompt_ns: str
-    prompt_key: str
-    baseline_pass_rate: float
-    modifications: tuple[Modification, ...] = ()
-    rejected: tuple[RejectedModification, ...] = ()
-    proposal_errors: tuple[ProposalError, ...] = ()
-    stats: JobStats = Field(default_factory=JobStats)
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def total_token_reduction(self) -> int:
-        return sum(m.token_reduction for m in self.modifications)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _drop_computed(cls, data: Any) -> Any:
-        """``total_token_reduction`` is in the JSON for readers; it is derived, not loaded."""
-        if isinstance(data, dict) and "total_token_reduction" in data:
-            data = {k: v for k, v in data.items() if k != "total_token_reduction"}
-        return data
-
-    @property
-    def has_modifications(self) -> bool:
-        return bool(self.modifications)
 
 
 Phase = Literal["baseline", "candidates", "combined", "greedy", "done"]

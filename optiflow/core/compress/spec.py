@@ -1,0 +1,41 @@
+"""What a compress job is given (seed 000): self-contained, so workers never re-read user files."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.checks import CheckSpec
+from optiflow.core.dataset import Dataset
+from optiflow.core.model import ModelConfig
+from optiflow.core.overrides import STABLE, SectionOverride
+from optiflow.core.prompt import Prompt, SectionPath
+from optiflow.core.strategy import StrategySpec
+
+
+class CompressSpec(Frozen):
+    """Everything a compress job needs; self-contained so workers never re-read user files."""
+
+    kind: Literal["compress"] = "compress"
+    name: str = "compress"
+    prompt: Prompt
+    dataset: Dataset
+    check: CheckSpec
+    model: ModelConfig
+    strategy: StrategySpec
+    baseline_tag: str = STABLE
+    baseline_overrides: tuple[SectionOverride, ...] = ()
+    baseline_model_params: dict[str, JSONValue] = Field(default_factory=dict)
+    eval_runs: int = Field(default=3, ge=1, le=50)
+    min_section_tokens: int = Field(default=40, ge=0)
+    fail_fast: bool = True
+    flags: dict[str, bool] = Field(default_factory=dict)
+
+    def effective_body(self, path: SectionPath) -> str:
+        """The body the baseline renders for a section (its baseline override, if any)."""
+        for ov in self.baseline_overrides:
+            if ov.path == path:
+                return ov.body
+        return self.prompt.section(path).body

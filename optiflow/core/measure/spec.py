@@ -1,0 +1,42 @@
+"""What a measure job is given."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.checks import CheckSpec
+from optiflow.core.dataset import Dataset, Split
+from optiflow.core.model import ModelConfig
+from optiflow.core.overrides import STABLE, SectionOverride
+from optiflow.core.prompt import Prompt
+
+
+class MeasureSpec(Frozen):
+    kind: Literal["measure"] = "measure"
+    name: str = Field(default="measure", min_length=1)
+    prompt: Prompt
+    dataset: Dataset
+    check: CheckSpec
+    model: ModelConfig
+    tag: str = STABLE
+    baseline_overrides: tuple[SectionOverride, ...] = ()
+    """The tag's overrides, snapshotted at submission (what is measured)."""
+    baseline_model_params: dict[str, JSONValue] = Field(default_factory=dict)
+    runs: int = Field(default=5, ge=1, le=100)
+    split: Split | None = None
+    """Measure one split only (train / val / test); default every sample."""
+    confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
+    fail_below: float | None = Field(default=None, ge=0.0, le=1.0)
+    flags: dict[str, bool] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _samples(self) -> MeasureSpec:
+        if not self.sample_ids():
+            raise ValueError("no sample to measure" + (f" in split {self.split!r}" if self.split else ""))
+        return self
+
+    def sample_ids(self) -> tuple[str, ...]:
+        return self.dataset.split(self.split).ids() if self.split else self.dataset.ids()
