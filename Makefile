@@ -15,9 +15,10 @@ test:  ## the whole suite (Redis tests need 127.0.0.1:6379; under CI=true they f
 test-fast:  ## unit tests only
 	$(PYTEST) -q -m "not redis and not postgres and not workers"
 
-lint:
+lint:  ## ruff, and the layer rules of [tool.importlinter]
 	ruff check optiflow workers tests bench
 	ruff format --check optiflow workers tests bench
+	lint-imports --no-cache
 
 format:
 	ruff format optiflow workers tests bench

@@ -38,7 +38,9 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
-from optiflow.core.compress import CompressSpec, CompressState, OptimizationReport
+from optiflow.core.compress.report import OptimizationReport
+from optiflow.core.compress.spec import CompressSpec
+from optiflow.core.compress.workflow import CompressState
 from optiflow.core.dataset import Dataset
 from optiflow.core.evaluation import EvalResult, summarize
 from optiflow.core.model import ModelConfig
@@ -209,7 +211,8 @@ def measure_test(
 ) -> dict[str, Any]:
     """Measure jobs on the workers over the test split: ``stable`` (nothing applied), the job's
     accepted modifications applied to the tag ``bench-candidate``, and ``stable`` once more."""
-    from optiflow.core.measure import MeasureDocument, MeasureSpec
+    from optiflow.core.measure.report import MeasureDocument
+    from optiflow.core.measure.spec import MeasureSpec
 
     def measure(client: Client, tag: str, name: str) -> tuple[MeasureDocument, float]:
         m = MeasureSpec(

@@ -25,7 +25,8 @@ from optiflow.errors import (
 
 if TYPE_CHECKING:
     from optiflow.core.checks import Score
-    from optiflow.core.compress import CompressSpec, Modification, OptimizationReport, RejectedModification
+    from optiflow.core.compress.report import Modification, OptimizationReport, RejectedModification
+    from optiflow.core.compress.spec import CompressSpec
     from optiflow.core.dataset import Dataset, Sample
     from optiflow.core.experiment import Experiment
     from optiflow.core.model import ModelConfig

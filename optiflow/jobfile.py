@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from optiflow.core.compress import CompressSpec
-from optiflow.core.jobs import KINDS
-from optiflow.core.measure import MeasureSpec
+from optiflow.core.compress.spec import CompressSpec
+from optiflow.core.kinds import KINDS
+from optiflow.core.measure.spec import MeasureSpec
 from optiflow.core.optimize.spec import OptimizeSpec
 from optiflow.errors import ValidationError
 from optiflow.files import dataset_from_rows, load_dataset, load_prompt, parse_model, read_yaml

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bench.compress import EXAMPLE, fewest_calls, seed_calls
-from optiflow.core.compress import CompressSpec, Modification, OptimizationReport, RejectedModification
+from optiflow.core.compress.report import Modification, OptimizationReport, RejectedModification
+from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.prompt import parse_path
 from optiflow.jobfile import load_job
 

@@ -1,137 +1,53 @@
-"""Actions a workflow asks the driver to run, and the results it gets back.
-
-Workflows are pure state machines: ``start(...) -> (state, action)`` and
-``advance(state, results) -> (state, action)``. The driver (the only code that knows Celery) turns
-a :class:`Step` into one chord and calls ``advance`` with its results.
-"""
+"""What a workflow asks the driver to do next: run a :class:`~optiflow.core.step.Step`, finish
+with a report, or fail. :data:`Action` is a discriminated union (``type``), so the pending action
+stored with a job's checkpoint is the model's own JSON, and :data:`Report` likewise (``kind``)."""
 
 from __future__ import annotations
 
-from pydantic import Field, SerializeAsAny
+from typing import Annotated, Any, Literal
 
-from optiflow.core.base import Frozen, JSONValue
-from optiflow.core.evaluation import EvalResult
-from optiflow.core.experiment import Experiment
-from optiflow.core.model import ModelConfig
-from optiflow.core.overrides import SectionOverride
-from optiflow.core.prompt import SectionPath
+from pydantic import Discriminator, Field, Tag, TypeAdapter
 
-
-class EvalTarget(Frozen):
-    """Evaluate ``sample_ids`` x ``runs`` under ``experiment``.
-
-    ``overrides`` is what the driver writes under ``experiment.overrides_tag`` before the step
-    (and deletes after). ``guard`` enables fail-fast: a failure of one of these samples is a
-    regression, after which the experiment's remaining evaluations are skipped.
-    """
-
-    experiment: Experiment
-    overrides: tuple[SectionOverride, ...] = ()
-    model_params: dict[str, JSONValue] = Field(default_factory=dict)
-    sample_ids: tuple[str, ...]
-    runs: int = Field(ge=1)
-    guard: frozenset[str] | None = None
-
-    @property
-    def size(self) -> int:
-        return len(self.sample_ids) * self.runs
+from optiflow.core.base import Frozen
+from optiflow.core.compress.report import OptimizationReport
+from optiflow.core.measure.report import MeasureDocument
+from optiflow.core.optimize.report import OptimizationHistory
+from optiflow.core.step import Step
 
 
-class SectionEdit(Frozen):
-    """A proposed new body for one section (seed 000)."""
-
-    path: SectionPath
-    original_hash: str
-    proposed_body: str
-    original_tokens: int
-    proposed_tokens: int
-
-    @property
-    def token_reduction(self) -> int:
-        return self.original_tokens - self.proposed_tokens
+def _report_kind(value: Any) -> str:
+    """A report's kind: its ``kind`` field; for a report stored before reports had one, from its
+    shape."""
+    if not isinstance(value, dict):
+        return str(getattr(value, "kind", "compress"))
+    if "kind" in value:
+        return str(value["kind"])
+    if "wilson" in value:
+        return "measure"
+    return "optimize" if "iterations" in value else "compress"
 
 
-class ProposalError(Frozen):
-    path: SectionPath
-    error: str
-
-
-class IterationFeedback(Frozen):
-    """One past iteration as a rewrite request shows it (seed 003: the last 3 iterations)."""
-
-    iteration: int = Field(ge=0)
-    score: float | None
-    success_rate: float | None
-
-
-class FailingExample(Frozen):
-    """A sample the current best configuration fails, shown to the rewriting model."""
-
-    sample_id: str
-    input: JSONValue
-    expected: JSONValue = None
-    reason: str = ""
-
-
-class RewriteRequest(Frozen):
-    """Ask a model for a better body of one section (the LLM rewrite mutator's I/O, as data).
-
-    The driver runs each request as one task (:func:`optiflow.llm.rewrite.run_rewrite`) in the
-    step's chord and hands the answers back as :class:`RewriteReply` in ``StepResults.rewrites``;
-    the workflow validates the text (non-empty, at most ``max_length`` characters).
-    """
-
-    id: str = Field(min_length=1)
-    model: ModelConfig
-    prompt_id: str = ""
-    section: SectionPath
-    current: str
-    max_length: int = Field(ge=1)
-    iterations: tuple[IterationFeedback, ...] = ()
-    failing: tuple[FailingExample, ...] = ()
-    instructions: str = ""
-    variant: int = Field(default=0, ge=0)
-
-
-class RewriteReply(Frozen):
-    """What one rewrite request produced: the model's text, or the error that stopped it."""
-
-    id: str
-    text: str | None = None
-    error: str | None = None
-    prompt_tokens: int = Field(default=0, ge=0)
-    completion_tokens: int = Field(default=0, ge=0)
-    cost: float = Field(default=0.0, ge=0.0)
-
-
-class Step(Frozen):
-    """One unit of distributed work: every target's evaluations, every section proposal and every
-    rewrite request run in parallel; ``advance`` is called once with all of their results."""
-
-    index: int = Field(ge=0)
-    name: str
-    targets: tuple[EvalTarget, ...] = ()
-    propose: tuple[SectionPath, ...] = ()
-    rewrites: tuple[RewriteRequest, ...] = ()
-
-    @property
-    def size(self) -> int:
-        return sum(t.size for t in self.targets) + len(self.propose) + len(self.rewrites)
-
-
-class StepResults(Frozen):
-    evals: tuple[EvalResult, ...] = ()
-    edits: tuple[SectionEdit, ...] = ()
-    proposal_errors: tuple[ProposalError, ...] = ()
-    rewrites: tuple[RewriteReply, ...] = ()
+Report = Annotated[
+    Annotated[OptimizationReport, Tag("compress")]
+    | Annotated[OptimizationHistory, Tag("optimize")]
+    | Annotated[MeasureDocument, Tag("measure")],
+    Discriminator(_report_kind),
+]
+"""A finished job's report: one model per job kind."""
 
 
 class Finish(Frozen):
-    report: SerializeAsAny[Frozen]  # the workflow's report model
+    type: Literal["finish"] = "finish"
+    report: Report
 
 
 class Fail(Frozen):
+    type: Literal["fail"] = "fail"
     error: str
 
 
-Action = Step | Finish | Fail
+Action = Annotated[Step | Finish | Fail, Field(discriminator="type")]
+ACTION: TypeAdapter[Step | Finish | Fail] = TypeAdapter(Action)
+REPORT: TypeAdapter[OptimizationReport | OptimizationHistory | MeasureDocument] = TypeAdapter(Report)
+
+__all__ = ["ACTION", "REPORT", "Action", "Fail", "Finish", "Report", "Step"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -13,3 +13,7 @@ class Frozen(BaseModel):
     """Immutable model used for everything that crosses a process boundary."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+Verbosity = Literal["minimal", "summary", "full"]
+"""How much a report says as text: one line, the report, the report with what it cost."""

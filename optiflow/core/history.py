@@ -1,110 +1,26 @@
-"""What a job leaves behind, and its history in seed 002's normalized shape (pure).
+"""A job's history in seed 002's normalized shape (pure).
 
-Records (what the repository stores and returns; seed 001):
-
-- :class:`Trial`: one candidate's evaluation, keyed by ``candidate_id`` within its job, with its
-  lineage (``parent_candidate_ids``), canonical ``config_hash``, ``status``, ``objective_score``
-  and :class:`~optiflow.core.evaluation.TrialSummary`. Its per-(sample, run) items are
-  :class:`~optiflow.core.evaluation.EvalResult` (``experiment_id`` is the candidate id).
-- :class:`Rejection`: a proposal refused before evaluation, with a ``reason_code``.
-- :class:`Event`: one thing that happened to a job, for a consumer to replay: a ``type``, a
-  stable ``key`` (stored once per job: a repeat is dropped) and, once stored, a per-job ``seq``.
-
-History (seed 002): :class:`HistoryState` records rounds of trials of candidates and stamps what
-every optimizer used to wire by hand (round and trial indices, timestamps, ``best_so_far``, stop
-flags); :func:`history_from_trials` builds the history of a job from its stored trials (one round
-per step). Both produce an :class:`OptimizationHistory`, whose :meth:`~OptimizationHistory.entries`
-are the normalized round dicts.
+:class:`HistoryState` records rounds of trials of candidates and stamps what every optimizer used
+to wire by hand (round and trial indices, timestamps, ``best_so_far``, stop flags);
+:func:`history_from_trials` builds the history of a job from its stored trials (one round per
+step). Both produce a :class:`RoundHistory`, whose :meth:`~RoundHistory.entries` are the
+normalized round dicts.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
 
 from pydantic import Field
 
 from optiflow.core.base import Frozen, JSONValue
-from optiflow.core.evaluation import TrialSummary
+from optiflow.core.optimize.scoring import Objective
+from optiflow.core.records import Rejection, Trial
 from optiflow.errors import ValidationError
 
-# -- records --------------------------------------------------------------------------------------
-TrialStatus = Literal["pending", "running", "completed", "failed", "cancelled", "timeout"]
-Objective = Literal["maximize", "minimize"]
 
-RUN_STATUS_CHANGED = "run_status_changed"
-PROGRESS_CHANGED = "progress_changed"
-TRIAL_ADDED_OR_UPDATED = "trial_added_or_updated"
-BEST_CANDIDATE_CHANGED = "best_candidate_changed"
-RUN_FINISHED = "run_finished"
-EVENT_TYPES = frozenset(
-    {RUN_STATUS_CHANGED, PROGRESS_CHANGED, TRIAL_ADDED_OR_UPDATED, BEST_CANDIDATE_CHANGED, RUN_FINISHED}
-)
-"""The event types of issue 4; :class:`Event` accepts any snake_case type."""
-
-
-class Trial(Frozen):
-    """One candidate's evaluation within a job (the seed's trial / experiment)."""
-
-    candidate_id: str = Field(min_length=1, max_length=200)
-    step_index: int = Field(ge=0)
-    status: TrialStatus = "running"
-    overrides_tag: str | None = Field(default=None, max_length=200)
-    parent_candidate_ids: tuple[str, ...] = ()
-    config_hash: str | None = Field(default=None, max_length=64)
-    configuration: dict[str, JSONValue] | None = None
-    rationale: str | None = None
-    objective_score: float | None = None
-    summary: TrialSummary | None = None
-    error: str | None = None
-    extra: dict[str, JSONValue] = Field(default_factory=dict)
-    """Algorithm-specific facts (iteration, validation score, acceptance, p-value...)."""
-    created_at: datetime | None = None  # stamped by the repository
-    updated_at: datetime | None = None
-
-
-class Rejection(Frozen):
-    """A proposal refused before any evaluation (a trial failure is not a rejection)."""
-
-    step_index: int = Field(ge=0)
-    reason_code: str = Field(min_length=1, max_length=64)
-    candidate_id: str | None = Field(default=None, max_length=200)
-    config_hash: str | None = Field(default=None, max_length=64)
-    detail: str = ""
-    extra: dict[str, JSONValue] = Field(default_factory=dict)
-    """What else the validator knew (proposal index, parents, rationale, duplicate_of...)."""
-    key: str | None = Field(default=None, min_length=1, max_length=255)
-    created_at: datetime | None = None  # stamped by the repository
-
-    def dedupe_key(self) -> str:
-        """``key`` when given, else derived from the content: the same rejection recorded twice
-        (a redelivered step) is stored once."""
-        if self.key is not None:
-            return self.key
-        content = [self.step_index, self.reason_code, self.candidate_id, self.config_hash, self.detail]
-        text = json.dumps([*content, self.extra], sort_keys=True, default=str)
-        digest = hashlib.sha256(text.encode()).hexdigest()[:24]
-        return f"{self.step_index}:{self.reason_code[:64]}:{digest}"
-
-
-class Event(Frozen):
-    """One event of a job. ``key`` is stable: storing an event whose key the job already has does
-    nothing, so a retried write or a redelivered task cannot repeat it. ``seq`` (per job,
-    increasing from 1) and ``created_at`` are assigned when it is stored."""
-
-    type: str = Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_]*$")
-    key: str = Field(min_length=1, max_length=255)
-    payload: dict[str, JSONValue] = Field(default_factory=dict)
-    job_id: str | None = None
-    seq: int = Field(default=0, ge=0)
-    created_at: datetime | None = None
-
-
-# -- history (seed 002) ---------------------------------------------------------------------------
 class HistoryCandidate(Frozen):
     """Seed 002's ``OptimizerCandidate``: a stable ``id`` and the candidate payload (here a
     configuration: section bodies, model params), with lineage and origin in ``extra``."""
@@ -140,9 +56,9 @@ class HistoryRound(Frozen):
     extra: dict[str, JSONValue] = Field(default_factory=dict)
 
 
-class OptimizationHistory(Frozen):
+class RoundHistory(Frozen):
     job_id: str | None = None
-    objective: Objective = "maximize"
+    objective: Objective = Objective.MAXIMIZE
     rounds: tuple[HistoryRound, ...] = ()
     trials_completed: int = 0
     best_score: float | None = None
@@ -217,7 +133,7 @@ class HistoryState:
         self,
         *,
         job_id: str | None = None,
-        objective: Objective = "maximize",
+        objective: Objective = Objective.MAXIMIZE,
         clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         self.job_id = job_id
@@ -361,8 +277,8 @@ class HistoryState:
                     update={"stop_reason": last.stop_reason or reason, "stopped": True}
                 )
 
-    def build(self) -> OptimizationHistory:
-        return OptimizationHistory(
+    def build(self) -> RoundHistory:
+        return RoundHistory(
             job_id=self.job_id,
             objective=self.objective,
             rounds=tuple(self._rounds),
@@ -375,10 +291,6 @@ class HistoryState:
 
     def get_entries(self) -> list[dict[str, JSONValue]]:
         return self.build().entries()
-
-
-OptimizationHistoryState = HistoryState
-"""Seed 002's name for :class:`HistoryState`."""
 
 
 # -- from stored trials ---------------------------------------------------------------------------
@@ -408,11 +320,11 @@ def history_from_trials(
     rejections: Sequence[Rejection] = (),
     *,
     job_id: str | None = None,
-    objective: Objective = "maximize",
+    objective: Objective = Objective.MAXIMIZE,
     stop_reason: str | None = None,
     dataset: str | None = None,
     clock: Callable[[], datetime] = _utcnow,
-) -> OptimizationHistory:
+) -> RoundHistory:
     """A job's history from its stored trials: one round per step (in step order, trials in the
     given order), a trial's score its ``objective_score`` when it completed, the step's
     rejections in the round's ``extra``; ``stop_reason`` (given when the job has stopped) is
@@ -441,9 +353,7 @@ def history_from_trials(
         extra: dict[str, JSONValue] = {}
         if refused:
             extra["rejections"] = [
-                r.model_dump(
-                    mode="json", include={"candidate_id", "config_hash", "reason_code", "detail", "extra"}
-                )
+                r.model_dump(mode="json", exclude={"key", "created_at", "step_index"}, exclude_none=True)
                 for r in refused
             ]
         ended = _stamps([*(t.updated_at or t.created_at for t in in_step), *(r.created_at for r in refused)])
@@ -454,24 +364,12 @@ def history_from_trials(
 
 
 __all__ = [
-    "BEST_CANDIDATE_CHANGED",
-    "EVENT_TYPES",
-    "PROGRESS_CHANGED",
-    "RUN_FINISHED",
-    "RUN_STATUS_CHANGED",
-    "TRIAL_ADDED_OR_UPDATED",
-    "Event",
     "HistoryCandidate",
     "HistoryRound",
     "HistoryState",
     "HistoryTrial",
-    "Objective",
-    "OptimizationHistory",
-    "OptimizationHistoryState",
-    "Rejection",
     "RoundHandle",
-    "Trial",
-    "TrialStatus",
+    "RoundHistory",
     "build_candidate_entry",
     "history_from_trials",
 ]

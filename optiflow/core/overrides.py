@@ -118,3 +118,16 @@ def check_version(text: str) -> str:
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+class Changes(Frozen):
+    """What applying a finished job writes to a tag: section overrides and model params, and a
+    description for the version's audit trail."""
+
+    sections: tuple[SectionOverride, ...] = ()
+    model_params: dict[str, JSONValue] = Field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not self.sections and not self.model_params

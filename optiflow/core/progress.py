@@ -12,12 +12,11 @@ Keys: ``status:<status>``, ``progress:<steps done>`` (0 at the start, then one p
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
-from optiflow.core.actions import Action, Fail, Finish, Step, StepResults
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.evaluation import EvalResult, trial_summary
-from optiflow.core.history import (
+from optiflow.core.records import (
     BEST_CANDIDATE_CHANGED,
     PROGRESS_CHANGED,
     RUN_FINISHED,
@@ -26,6 +25,7 @@ from optiflow.core.history import (
     Event,
     Trial,
 )
+from optiflow.core.step import Step, StepResults
 
 
 class Counts(Frozen):
@@ -137,15 +137,14 @@ def progress_event(steps_done: int, counts: Counts) -> Event:
 
 
 def counts_after(
-    trials: Sequence[Trial], next_action: Action, *, rejected: int, evaluations_done: int
+    next_step: Step | None, *, completed: int, failed: int, rejected: int, evaluations_done: int
 ) -> Counts:
-    """Counts once a step is committed: its trials are done, the next step's targets run."""
-    running = len(next_action.targets) if isinstance(next_action, Step) else 0
-    upcoming = sum(t.size for t in next_action.targets) if isinstance(next_action, Step) else 0
-    completed = sum(1 for t in trials if t.status == "completed")
-    failed = sum(1 for t in trials if t.status == "failed")
+    """Counts once a step is committed: ``completed`` / ``failed`` trials so far, the next step's
+    targets running (None: the job ends)."""
+    running = len(next_step.targets) if next_step is not None else 0
+    upcoming = sum(t.size for t in next_step.targets) if next_step is not None else 0
     return Counts(
-        proposed=len(trials) + running,
+        proposed=completed + failed + running,
         running=running,
         completed=completed,
         failed=failed,
@@ -153,7 +152,3 @@ def counts_after(
         evaluations_done=evaluations_done,
         evaluations_total=evaluations_done + upcoming,
     )
-
-
-def ends(action: Action) -> bool:
-    return isinstance(action, Finish | Fail)

@@ -5,10 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
+from optiflow.core.actions import Report
 from optiflow.core.base import Frozen
-from optiflow.core.compress import OptimizationReport
-from optiflow.core.measure import MeasureDocument
-from optiflow.core.optimize.report import OptimizationHistory
 from optiflow.errors import JobError
 
 FinalStatus = Literal["completed", "failed", "cancelled"]
@@ -18,7 +16,7 @@ class OptimizeResult(Frozen):
     job_id: str
     kind: str = "compress"
     status: FinalStatus
-    report: OptimizationReport | OptimizationHistory | MeasureDocument | None = None
+    report: Report | None = None
     error: str | None = None
     completed_at: datetime
 

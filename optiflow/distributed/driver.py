@@ -1,42 +1,37 @@
-"""The driver: runs a workflow's actions on Celery.
+"""The driver: carries a workflow's transitions on Celery.
 
-``start`` asks the workflow for its first action; a :class:`Step` becomes ONE chord whose header
-is an ``evaluate`` task per (experiment, sample, run) and a ``propose`` task per section, and
-whose body is ``advance``. ``advance`` hands the step's results to the workflow, writes the new
-checkpoint and pending action in one transaction (guarded by the step index, so a duplicate body
-is a no-op), removes the step's temporary tags and launches the next action. No task waits on
-another task's result. ``Finish`` / ``Fail`` store the :class:`OptimizeResult` in the result
-backend under the job id (the reply mailbox) and remove every temporary tag of the job.
+``start`` asks the workflow for its first transition; a :class:`Step` becomes ONE chord whose
+header is an ``evaluate`` task per (experiment, sample, run), a ``propose`` task per section and a
+``rewrite`` task per request, and whose body is ``advance``. ``advance`` hands the step's results
+to the workflow and writes the :class:`~optiflow.core.workflow.Transition` it gets back — the
+step's trials, items, rejections and events with the new checkpoint and pending action — in one
+transaction, guarded by the step index (a duplicate body writes nothing); then it removes the
+step's temporary tags and launches the next action. A transition that ends the job completes it
+right there: the stored pending ``Finish`` / ``Fail`` only matters if this process dies before
+:func:`complete` commits (recovery sends it again). No task waits on another task's result, and
+the driver never looks inside a workflow's state.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from celery import chord, states
 
 from optiflow.core import progress
-from optiflow.core.actions import (
-    Action,
-    Fail,
-    Finish,
-    ProposalError,
-    RewriteReply,
-    SectionEdit,
-    Step,
-    StepResults,
-)
+from optiflow.core.actions import ACTION, Action, Fail, Finish
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.experiment import temp_tag_prefix
-from optiflow.core.history import Event, Rejection, Trial
-from optiflow.core.jobs import Report, parse_report
+from optiflow.core.kinds import AnyReport
 from optiflow.core.overrides import now
 from optiflow.core.prompt import path_str
 from optiflow.core.result import FinalStatus, OptimizeResult
+from optiflow.core.step import ProposalError, RewriteReply, SectionEdit, Step, StepResults
+from optiflow.core.workflow import Transition
 from optiflow.distributed.publishing import batched
-from optiflow.persistence.jobs import JobStatus
+from optiflow.persistence.jobs import JobRecord, JobStatus
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -44,22 +39,6 @@ if TYPE_CHECKING:
     from optiflow.distributed.runtime import Runtime
 
 log = logging.getLogger(__name__)
-
-
-# -- action (de)serialization: the pending action is part of the checkpoint ----------------------
-def action_to_json(action: Action) -> dict[str, Any]:
-    kind = {Step: "step", Finish: "finish", Fail: "fail"}[type(action)]
-    return {"type": kind, **action.model_dump(mode="json")}
-
-
-def action_from_json(data: dict[str, Any], job_kind: str) -> Action:
-    data = dict(data)
-    kind = data.pop("type")
-    if kind == "step":
-        return Step.model_validate(data)
-    if kind == "finish":
-        return Finish(report=parse_report(job_kind, data["report"]))
-    return Fail.model_validate(data)
 
 
 # -- transitions ----------------------------------------------------------------------------------
@@ -70,26 +49,11 @@ def start(app: Celery, rt: Runtime, job_id: str) -> None:
     if rec.status != "queued":
         log.info("job %s already started (%s): duplicate start ignored", job_id, rec.status)
         return
-    wf = rt.workflow(job_id)
     model = rt.spec(job_id).model.model
-    state, action = wf.start(lambda text: count_tokens(text, model))
-    counts = progress.counts_after((), action, rejected=0, evaluations_done=0)
-    recorded = rt.jobs.record_step(
-        job_id,
-        expected_step=0,
-        new_step=_index(state, action),
-        state=state.model_dump(mode="json"),
-        action=action_to_json(action),
-        expected_status="queued",
-        events=[
-            progress.status_changed("running"),
-            *_start_lines(rt, job_id),
-            progress.progress_event(0, counts),
-        ],
-    )
-    if recorded:
-        rt.publish(job_id, recorded.events)
-        launch(app, rt, job_id, action)
+    tr = rt.workflow(job_id).start(lambda text: count_tokens(text, model))
+    tr = Transition(tr.state, tr.action, events=(progress.status_changed("running"), *tr.events))
+    if _record(rt, rec, tr, expected_step=0, expected_status="queued"):
+        _carry(app, rt, rec, tr.action)
 
 
 def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequence[Any]) -> None:
@@ -101,91 +65,105 @@ def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequenc
             "job %s: stale chord body for step %s (job is at %s) ignored", job_id, step_index, rec.step_index
         )
         return
-    step = action_from_json(rec.action, rec.kind)
-    assert isinstance(step, Step)
+    step = ACTION.validate_python(rec.action)
+    if not isinstance(step, Step):
+        log.warning(
+            "job %s: chord body for step %s but its pending action is %s", job_id, step_index, step.type
+        )
+        return
     if rt.scratch.cancelled(job_id):
         _remove_step_tags(rt, job_id, step)
-        complete(app, rt, job_id, "cancelled", error="cancelled by user")
+        complete(app, rt, rec, "cancelled", error="cancelled by user")
         return
     wf = rt.workflow(job_id)
-    state = wf.load_state(rec.state or {})
-    results = parse_results(raw)
-    new_state, action = wf.advance(state, results)
-    trials = _with_lineage(progress.step_trials(step, results), new_state)
-    recorded = rt.jobs.record_step(
-        job_id,
-        expected_step=step_index,
-        new_step=_index(new_state, action),
-        state=new_state.model_dump(mode="json"),
-        action=action_to_json(action),
-        trials=trials,
-        items=results.evals,
-        rejections=_new_rejections(state, new_state),
-        events=_step_events(rt, job_id, step_index, trials, state, new_state, action),
-    )
-    if not recorded:
+    results = parse_results(step, raw)
+    tr = wf.advance(wf.load_state(rec.state or {}), results)
+    if not _record(rt, rec, tr, expected_step=step_index, items=results.evals):
         log.warning("job %s: step %s already advanced by another delivery", job_id, step_index)
         return
-    rt.publish(job_id, recorded.events)
     _remove_step_tags(rt, job_id, step)
-    launch(app, rt, job_id, action)
+    _carry(app, rt, rec, tr.action)
+
+
+def _record(
+    rt: Runtime,
+    rec: JobRecord,
+    tr: Transition[Any],
+    *,
+    expected_step: int,
+    expected_status: JobStatus | None = None,
+    items: Sequence[EvalResult] = (),
+) -> bool:
+    """Write a transition (checkpoint, pending action, what the step produced) and publish its
+    events; False when another delivery got there first (nothing written)."""
+    recorded = rt.jobs.record_step(
+        rec.id,
+        expected_step=expected_step,
+        new_step=tr.step_index,
+        state=tr.state.model_dump(mode="json"),
+        action=tr.action.model_dump(mode="json"),
+        expected_status=expected_status,
+        trials=tr.trials,
+        items=items,
+        rejections=tr.rejections,
+        events=tr.events,
+    )
+    if recorded:
+        rt.publish(rec.id, recorded.events)
+    return recorded.won
+
+
+def _carry(app: Celery, rt: Runtime, rec: JobRecord, action: Action) -> None:
+    """Run a committed action: launch a step's chord, or end the job here and now."""
+    if isinstance(action, Step):
+        _launch_step(app, rt, rec.id, action)
+    else:
+        end(app, rt, rec, action)
 
 
 def launch(app: Celery, rt: Runtime, job_id: str, action: Action) -> None:
+    """Run a job's pending action again (recovery): its step as a new chord, or its end."""
+    _carry(app, rt, rt.jobs.get(job_id), action)
+
+
+def end(app: Celery, rt: Runtime, rec: JobRecord, action: Finish | Fail) -> None:
     if isinstance(action, Finish):
-        app.tasks["optiflow.finish"].delay(job_id)
-    elif isinstance(action, Fail):
-        app.tasks["optiflow.fail"].delay(job_id, action.error)
+        complete(app, rt, rec, "completed", report=action.report)
     else:
-        _launch_step(app, rt, job_id, action)
-
-
-def finish(app: Celery, rt: Runtime, job_id: str) -> None:
-    rec = rt.jobs.get(job_id)
-    if rec.finished or rec.action is None:
-        return
-    action = action_from_json(rec.action, rec.kind)
-    if isinstance(action, Finish):
-        report = cast("Report", action.report)  # action_from_json parsed it by the job's kind
-        complete(app, rt, job_id, "completed", report=report)
+        log.error("job %s failed: %s", rec.id, action.error)
+        complete(app, rt, rec, "failed", error=action.error)
 
 
 def complete(
     app: Celery,
     rt: Runtime,
-    job_id: str,
+    rec: JobRecord,
     status: FinalStatus,
     *,
-    report: Report | None = None,
+    report: AnyReport | None = None,
     error: str | None = None,
     only_from: tuple[JobStatus, ...] = ("queued", "running"),
 ) -> OptimizeResult | None:
     """End the job once: persist, remove temp tags, reply under the job id. None when the job was
     not in one of ``only_from`` (someone else ended or started it first)."""
-    rec = rt.jobs.get(job_id)
     result = OptimizeResult(
-        job_id=job_id,
-        kind=rec.kind,
-        status=status,
-        report=report,
-        error=error,
-        completed_at=now(),
+        job_id=rec.id, kind=rec.kind, status=status, report=report, error=error, completed_at=now()
     )
     payload = result.model_dump(mode="json")
     events = [progress.status_changed(status, error=error), progress.run_finished(status, error=error)]
-    if not rt.jobs.finish(job_id, status, result=payload, error=error, only_from=only_from, events=events):
+    finished = rt.jobs.finish(rec.id, status, result=payload, error=error, only_from=only_from, events=events)
+    if not finished:
         return None
-    keys = {e.key for e in events}  # published with the seqs the database gave them
-    rt.publish(job_id, [e for e in rt.jobs.events(job_id) if e.key in keys])
-    rt.scratch.cancel(job_id)  # an evaluation still queued for a finished job is skipped
-    remove_temp_tags(rt, job_id)
-    app.backend.store_result(job_id, payload, states.SUCCESS)
+    rt.publish(rec.id, finished.events)
+    rt.scratch.cancel(rec.id)  # an evaluation still queued for a finished job is skipped
+    remove_temp_tags(rt, rec)
+    app.backend.store_result(rec.id, payload, states.SUCCESS)  # seed 000's reply mailbox
     return result
 
 
 def fail(app: Celery, rt: Runtime, job_id: str, error: str) -> None:
     log.error("job %s failed: %s", job_id, error)
-    complete(app, rt, job_id, "failed", error=error)
+    complete(app, rt, rt.jobs.get(job_id), "failed", error=error)
 
 
 def cancel(app: Celery, rt: Runtime, job_id: str) -> None:
@@ -195,105 +173,10 @@ def cancel(app: Celery, rt: Runtime, job_id: str) -> None:
     rt.scratch.cancel(job_id)
     # Only a job still queued ends here; once `start` has it running, `advance` ends it (a
     # compare-and-set on the status decides which of the two wins).
-    complete(app, rt, job_id, "cancelled", error="cancelled by user", only_from=("queued",))
+    complete(app, rt, rt.jobs.get(job_id), "cancelled", error="cancelled by user", only_from=("queued",))
 
 
-# -- helpers ------------------------------------------------------------------------------------
-def _index(state: Any, action: Action) -> int:
-    return action.index if isinstance(action, Step) else int(state.step_index)
-
-
-def _step_events(
-    rt: Runtime, job_id: str, step_index: int, trials: list[Trial], before: Any, after: Any, action: Action
-) -> list[Event]:
-    """What a step's outcome tells a watcher: its trials, the progress counts, an optimize job's
-    closed iterations and a new best."""
-    counts = progress.counts_after(
-        rt.jobs.trials(job_id) + trials,
-        action,
-        rejected=_rejected(after),
-        evaluations_done=after.stats.evaluations,
-    )
-    events = [*progress.trial_events(trials), progress.progress_event(step_index + 1, counts)]
-    events += _iteration_events(rt, job_id, before, after)
-    best = getattr(after, "best_candidate_id", None)
-    if best is not None and best != getattr(before, "best_candidate_id", None):
-        trial = next((t for t in after.trials if t.candidate_id == best), None)
-        score = getattr(trial, "objective_score", None)
-        events.append(progress.best_changed(best, score, step_index=step_index))
-    return events
-
-
-def _start_lines(rt: Runtime, job_id: str) -> list[Event]:
-    from optiflow.core.optimize.output import start_line
-    from optiflow.core.optimize.spec import OptimizeSpec
-
-    spec = rt.spec(job_id)
-    if not isinstance(spec, OptimizeSpec) or spec.treatment is None:
-        return []
-    line = start_line(spec.name, spec.treatment, spec.objective)
-    return [Event(type="optimize_started", key="optimize_started", payload={"line": line})]
-
-
-def _iteration_events(rt: Runtime, job_id: str, before: Any, after: Any) -> list[Event]:
-    """An optimize job's iterations closed by this step, as seed 003's progress lines."""
-    from optiflow.core.optimize.output import iteration_line
-
-    done = getattr(after, "iterations", ())[len(getattr(before, "iterations", ())) :]
-    name = rt.spec(job_id).name
-    return [
-        progress.iteration_event(it.number, iteration_line(name, it), score=it.score, new_best=it.new_best)
-        for it in done
-    ]
-
-
-def _rejected(state: Any) -> int:
-    """Candidates turned down so far: compress's rejected edits, optimize's refused proposals."""
-    return len(getattr(state, "rejected", ())) + len(getattr(state, "rejections", ()))
-
-
-def _new_rejections(before: Any, after: Any) -> list[Rejection]:
-    """Proposals the optimizer's validation refused in this step (never evaluated)."""
-    old = len(getattr(before, "rejections", ()))
-    return [
-        Rejection(
-            step_index=r.step_index,
-            reason_code=r.reason_code,
-            config_hash=r.config_hash,
-            detail=r.message,
-            extra={
-                "iteration": r.iteration,
-                "proposed_index": r.proposed_index,
-                "duplicate_of": r.duplicate_of,
-            },
-        )
-        for r in getattr(after, "rejections", ())[old:]
-    ]
-
-
-def _with_lineage(trials: list[Trial], state: Any) -> list[Trial]:
-    """Optimize candidates carry their parents, canonical config hash and rationale."""
-    by_experiment = {c.experiment_id: c for c in getattr(state, "candidates", ())}
-    out = []
-    for trial in trials:
-        c = by_experiment.get(trial.candidate_id)
-        if c is None:
-            out.append(trial)
-            continue
-        out.append(
-            trial.model_copy(
-                update={
-                    "parent_candidate_ids": c.parent_candidate_ids,
-                    "config_hash": c.config_hash,
-                    "rationale": c.rationale,
-                    "configuration": c.configuration,
-                    "extra": {**trial.extra, "name": c.candidate_id},
-                }
-            )
-        )
-    return out
-
-
+# -- steps ----------------------------------------------------------------------------------------
 def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
     spec = rt.spec(job_id)
     descriptor = spec.prompt.descriptor()
@@ -341,7 +224,8 @@ def _sample_order(step: Step) -> list[str]:
     return sorted(seen, key=lambda s: not seen[s])
 
 
-def parse_results(raw: Sequence[Any]) -> StepResults:
+def parse_results(step: Step, raw: Sequence[Any]) -> StepResults:
+    """The chord's header results (small JSON dicts) as the step's typed results."""
     evals: list[EvalResult] = []
     edits: list[SectionEdit] = []
     errors: list[ProposalError] = []
@@ -356,7 +240,11 @@ def parse_results(raw: Sequence[Any]) -> StepResults:
         else:
             evals.append(EvalResult.model_validate(item))
     return StepResults(
-        evals=tuple(evals), edits=tuple(edits), proposal_errors=tuple(errors), rewrites=tuple(rewrites)
+        step=step,
+        evals=tuple(evals),
+        edits=tuple(edits),
+        proposal_errors=tuple(errors),
+        rewrites=tuple(rewrites),
     )
 
 
@@ -366,9 +254,9 @@ def _remove_step_tags(rt: Runtime, job_id: str, step: Step) -> None:
         rt.store.delete(spec.prompt.ns, spec.prompt.key, target.experiment.overrides_tag)
 
 
-def remove_temp_tags(rt: Runtime, job_id: str) -> list[str]:
-    spec = rt.spec(job_id)
-    prefix = temp_tag_prefix(job_id)
+def remove_temp_tags(rt: Runtime, rec: JobRecord) -> list[str]:
+    spec = rt.spec(rec.id)
+    prefix = temp_tag_prefix(rec.id)
     removed = [t for t in rt.store.list_tags(spec.prompt.ns, spec.prompt.key) if t.startswith(prefix)]
     for tag in removed:
         rt.store.delete(spec.prompt.ns, spec.prompt.key, tag)

@@ -21,19 +21,29 @@ from optiflow.errors import ConfigError
 EMBEDDED_BACKEND = "optiflow.distributed.embedded:InProcessBackend"
 
 
+class ResultTable:
+    """The results and chord counters of one embedded app, shared by every thread of the process
+    (Celery makes a backend object per thread). The app owns it: a second app in the process has
+    its own."""
+
+    def __init__(self) -> None:
+        self.data: dict[Any, Any] = {}
+        self.chords: dict[str, dict[str, Any]] = {}
+        self.lock = threading.Lock()
+
+
 class InProcessBackend(KeyValueStoreBackend):  # type: ignore[misc]
-    """Results in a dict shared by every thread of the process; chords by counter."""
+    """Results in the app's :class:`ResultTable`; chords by counter."""
 
     supports_native_join = True
     supports_autoexpire = False
     implements_incr = True
 
-    _data: dict[Any, Any] = {}
-    _chords: dict[str, dict[str, Any]] = {}
-    _lock = threading.Lock()
-
     def __init__(self, app: Celery, url: str | None = None, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
+        # dict.setdefault is atomic: backends made by two threads at once get the same table
+        table: ResultTable = app.__dict__.setdefault("optiflow_results", ResultTable())
+        self._data, self._chords, self._lock = table.data, table.chords, table.lock
 
     # key-value primitives
     def get(self, key: Any) -> Any:

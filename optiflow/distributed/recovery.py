@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from optiflow.core.actions import ACTION
 from optiflow.core.experiment import TEMP_TAG_PREFIX
 from optiflow.distributed import driver
 from optiflow.errors import ConflictError, NotFoundError
@@ -82,7 +83,7 @@ def resume(app: Celery, rt: Runtime, job_id: str, *, force: bool = False) -> Res
     if rec.status == "queued" or rec.action is None:
         app.tasks["optiflow.start"].delay(job_id)
         return Resumed(job_id, "start sent again")
-    action = driver.action_from_json(rec.action, rec.kind)
+    action = ACTION.validate_python(rec.action)
     driver.launch(app, rt, job_id, action)
     what = f"step {rec.step_index} launched again" if rec.action.get("type") == "step" else "end sent again"
     log.warning("job %s resumed: %s", job_id, what)

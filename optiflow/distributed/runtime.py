@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from optiflow.core.compress import CompressSpec
 from optiflow.core.dataset import Sample
-from optiflow.core.history import Event
-from optiflow.core.jobs import Workflow, parse_spec, workflow_for
-from optiflow.core.measure import MeasureSpec
-from optiflow.core.optimize.spec import OptimizeSpec
+from optiflow.core.kinds import AnySpec, parse_spec, workflow_for
 from optiflow.core.overrides import PromptOverrides
+from optiflow.core.records import Event
+from optiflow.core.workflow import Workflow
 from optiflow.distributed.scratch import JobScratch, MemoryJobScratch, RedisJobScratch
 from optiflow.errors import ConfigError
 from optiflow.persistence import JobRepository
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
-JobSpec = CompressSpec | OptimizeSpec | MeasureSpec
 
 
 class _LRU:
@@ -53,6 +52,75 @@ class _LRU:
             while len(self.data) > self.size:
                 self.data.popitem(last=False)
         return value
+
+
+class Listener(Protocol):
+    def wait(self, timeout: float) -> None: ...
+
+
+class _LocalEvents:
+    """Embedded mode: events published in this process wake its listeners."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.generation = 0
+
+    def notify(self) -> None:
+        with self.cond:
+            self.generation += 1
+            self.cond.notify_all()
+
+    def listener(self) -> Listener:
+        events = self
+        seen = self.generation
+
+        class _Local:
+            def wait(self, timeout: float) -> None:
+                nonlocal seen
+                with events.cond:
+                    if events.generation == seen:
+                        events.cond.wait(timeout)
+                    seen = events.generation
+
+        return _Local()
+
+
+class _RedisListener:
+    """Distributed mode: the job's events channel. Subscribed before the first read of the job's
+    row, so a run_finished published after that read is not missed; if Redis is unreachable it
+    degrades to a sleep (the caller reads the row again after it)."""
+
+    def __init__(self, rt: Runtime, job_id: str) -> None:
+        from optiflow.stores import keys
+
+        self.pubsub: Any = None
+        try:
+            pubsub = rt.redis.pubsub(ignore_subscribe_messages=True)
+            pubsub.subscribe(keys.events_channel(rt.settings.key_prefix, job_id))
+            self.pubsub = pubsub
+        except Exception as exc:
+            log.warning("job %s: events not followed (%s); polling the database", job_id, exc)
+
+    def wait(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if self.pubsub is None:
+                time.sleep(left)
+                return
+            try:
+                message = self.pubsub.get_message(timeout=left)
+            except Exception as exc:
+                log.warning("events channel lost (%s); polling the database", exc)
+                self.close()
+                continue
+            if message is not None and b'"run_finished"' in message.get("data", b""):
+                return
+
+    def close(self) -> None:
+        if self.pubsub is not None:
+            with suppress(Exception):
+                self.pubsub.close()
+            self.pubsub = None
 
 
 class Runtime:
@@ -90,9 +158,13 @@ class Runtime:
         return RedisJobScratch(self.redis, self.settings.key_prefix)
 
     def publish(self, job_id: str, events: Sequence[Event]) -> None:
-        """Publish committed events on Redis pub/sub (distributed mode). Best effort: the events
-        table is the record; a consumer that missed a message reads it from there."""
-        if self.embedded or not events:
+        """Publish committed events: on Redis pub/sub (distributed mode), to this process's
+        listeners (embedded). Best effort: the events table is the record; a consumer that missed
+        a message reads it from there."""
+        if not events:
+            return
+        if self.embedded:
+            self._local_events.notify()
             return
         from optiflow.stores import keys
 
@@ -105,15 +177,33 @@ class Runtime:
         except Exception as exc:
             log.warning("job %s: events not published: %s", job_id, exc)
 
+    @contextmanager
+    def listen(self, job_id: str) -> Iterator[Listener]:
+        """Wake-ups for a job's published events while the block runs: ``wait(timeout)``
+        returns when the job's ``run_finished`` is published, or after ``timeout`` seconds. A
+        hint only (a message can be lost); the job's row says whether it ended."""
+        if self.embedded:
+            yield self._local_events.listener()
+            return
+        listener = _RedisListener(self, job_id)
+        try:
+            yield listener
+        finally:
+            listener.close()
+
+    @cached_property
+    def _local_events(self) -> _LocalEvents:
+        return _LocalEvents()
+
     # -- memoized per process -------------------------------------------------------------------
-    def spec(self, job_id: str) -> JobSpec:
-        def load() -> JobSpec:
+    def spec(self, job_id: str) -> AnySpec:
+        def load() -> AnySpec:
             return parse_spec(self.jobs.get(job_id).spec)
 
-        spec: JobSpec = self._specs.get(job_id, load)
+        spec: AnySpec = self._specs.get(job_id, load)
         return spec
 
-    def workflow(self, job_id: str) -> Workflow:
+    def workflow(self, job_id: str) -> Workflow[Any]:
         return workflow_for(self.spec(job_id), job_id)
 
     def sample(self, job_id: str, sample_id: str) -> Sample:

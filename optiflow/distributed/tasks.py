@@ -4,8 +4,9 @@
 - ``optiflow.evaluate(job_id, experiment_id, tag, sample_id, run, guarded)``: one evaluation.
 - ``optiflow.propose(job_id, section)``: one section's compression proposal.
 - ``optiflow.rewrite(job_id, request)``: one model-assisted proposal of an optimizer.
-- ``optiflow.advance(results, job_id, step)``: the chord body.
-- ``optiflow.finish(job_id)`` / ``optiflow.fail(job_id, error)``: end the job and reply.
+- ``optiflow.advance(results, job_id, step)``: the chord body; it also ends the job when the
+  workflow finishes or fails.
+- ``optiflow.fail(job_id, error)``: end the job ``failed`` and reply.
 - ``optiflow.chord_error(request, exc, traceback, job_id)``: errback that fails the job.
 - ``optiflow.recover()``: resume stalled jobs, sweep orphaned temp tags (control workers send it
   to themselves at start and every ``recover_interval_s``).
@@ -13,7 +14,7 @@
 No task stores a result of its own (``ignore_result``): a header task's return value still
 reaches its chord (the Redis backend pushes it onto the chord's list), but the per-task
 ``celery-task-meta`` GET + SET + PUBLISH, and a key per evaluation kept for ``result_expires``,
-are skipped. The one result a client reads is the job's reply, stored by ``finish`` / ``fail``.
+are skipped. The one result stored is the job's reply (seed 000's mailbox), stored when the job ends.
 """
 
 from __future__ import annotations
@@ -53,10 +54,6 @@ def register_tasks(app: Celery, rt: Runtime) -> None:
     @app.task(name="optiflow.advance", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def advance(results: list[Any], job_id: str, step_index: int) -> None:
         _guarded(app, rt, job_id, lambda: driver.advance(app, rt, job_id, step_index, results))
-
-    @app.task(name="optiflow.finish", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
-    def finish(job_id: str) -> None:
-        _guarded(app, rt, job_id, lambda: driver.finish(app, rt, job_id))
 
     @app.task(name="optiflow.fail", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def fail(job_id: str, error: str) -> None:

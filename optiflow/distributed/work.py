@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from optiflow.core.actions import ProposalError, SectionEdit
-from optiflow.core.compress import CompressSpec
+from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.prompt import SectionPath, parse_path
+from optiflow.core.step import ProposalError, SectionEdit
 from optiflow.distributed.scratch import cache_key
 from optiflow.errors import OptiflowError
 
@@ -89,7 +89,7 @@ def propose_one(rt: Runtime, job_id: str, path_text: str) -> dict[str, Any]:
 def rewrite_one(request: dict[str, Any]) -> dict[str, Any]:
     """Run one rewrite request of an optimizer; its failure is a reply with ``error``, never a
     raise (the chord must complete)."""
-    from optiflow.core.actions import RewriteRequest
+    from optiflow.core.step import RewriteRequest
     from optiflow.llm.rewrite import run_rewrite
 
     reply = run_rewrite(RewriteRequest.model_validate(request))

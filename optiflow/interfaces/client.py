@@ -23,13 +23,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from optiflow.core.compress import CompressSpec, OptimizationReport
+from optiflow.core import kinds
+from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.experiment import TEMP_TAG_PREFIX
-from optiflow.core.jobs import JobSpec, parse_spec
-from optiflow.core.measure import MeasureSpec
-from optiflow.core.optimize.report import OptimizationHistory
-from optiflow.core.optimize.spec import OptimizeSpec
-from optiflow.core.overrides import STABLE, SectionOverride, Version, check_tag
+from optiflow.core.kinds import AnySpec, parse_spec
+from optiflow.core.overrides import STABLE, Version, check_tag
 from optiflow.core.progress import run_finished, status_changed
 from optiflow.core.result import OptimizeResult
 from optiflow.errors import JobError, ValidationError
@@ -65,52 +63,23 @@ class JobHandle:
     def status(self) -> JobStatus:
         return self.record().status
 
-    def wait(self, timeout: float | None = None, *, poll: float = 0.05) -> OptimizeResult:
-        """Block until the job replies; JobError when ``timeout`` seconds pass first.
+    def wait(self, timeout: float | None = None) -> OptimizeResult:
+        """Block until the job has finished; JobError when ``timeout`` seconds pass first.
 
-        A job that has already finished is answered from the database (its reply may have expired
-        from the result backend, or, embedded, have landed in another process)."""
-        from celery.exceptions import TimeoutError as CeleryTimeout
-        from kombu.exceptions import OperationalError
-        from redis.exceptions import ConnectionError as RedisConnectionError
-
+        The job's row in the database is the one source of its completion: this waits on the
+        job's events (Redis pub/sub, or in this process when embedded) as a wake-up, and reads the
+        row after each one, and at least once a second in case a wake-up was lost (a Redis
+        restart, a client that subscribed late)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        done = self.result()
-        if done is not None:
-            return done
-        if self.client.runtime.embedded:
-            next_check = time.monotonic() + 1.0
-            while True:  # the reply lands in this process; poll the backend cheaply
-                meta = self.client.app.backend.get_task_meta(self.id)
-                if meta.get("status") == "SUCCESS":
-                    return OptimizeResult.model_validate(meta["result"])
-                now = time.monotonic()
-                if now >= next_check:  # ended by someone else (another client, a CLI cancel)
-                    next_check = now + 1.0
-                    done = self.result()
-                    if done is not None:
-                        return done
-                if deadline is not None and now > deadline:
+        with self.client.runtime.listen(self.id) as events:
+            while True:
+                done = self.result()
+                if done is not None:
+                    return done
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
                     raise JobError(f"job {self.id} did not finish within {timeout}s", field="timeout")
-                time.sleep(poll)
-        # Wait on the reply mailbox in short slices and look at the database between them: the
-        # reply survives in the database if the result backend lost it (a Redis restart), and a
-        # lost connection to the backend is retried instead of ending the wait.
-        while True:
-            slice_s = 5.0 if deadline is None else max(0.05, min(5.0, deadline - time.monotonic()))
-            try:
-                payload = self.client.app.AsyncResult(self.id).get(timeout=slice_s, propagate=True)
-                return OptimizeResult.model_validate(payload)
-            except CeleryTimeout:
-                pass
-            except (OSError, OperationalError, RedisConnectionError) as exc:
-                log.warning("job %s: result backend unreachable (%s); retrying", self.id, exc)
-                time.sleep(min(1.0, slice_s))
-            done = self.result()
-            if done is not None:
-                return done
-            if deadline is not None and time.monotonic() >= deadline:
-                raise JobError(f"job {self.id} did not finish within {timeout}s", field="timeout")
+                events.wait(1.0 if left is None else min(1.0, left))
 
     def result(self) -> OptimizeResult | None:
         """The result if the job has finished (read from the database), else None."""
@@ -172,15 +141,15 @@ class Client:
             self._worker = None
 
     # -- submission ---------------------------------------------------------------------------
-    def submit(self, spec: JobSpec) -> JobHandle:
+    def submit(self, spec: AnySpec) -> JobHandle:
         """Validate, snapshot the baseline tag's overrides into the spec, persist, enqueue."""
-        field = "tag" if isinstance(spec, MeasureSpec) else "baseline_tag"
-        check_tag(_base_tag(spec))
-        if _base_tag(spec).startswith(TEMP_TAG_PREFIX):
+        field, tag = kinds.base_tag(spec)
+        check_tag(tag)
+        if tag.startswith(TEMP_TAG_PREFIX):
             raise ValidationError(f"tags starting with {TEMP_TAG_PREFIX!r} are temporary", field=field)
         spec = self._with_baseline_snapshot(spec)
         job_id = uuid.uuid4().hex
-        self.runtime.jobs.create(
+        created = self.runtime.jobs.create(
             job_id,
             spec.kind,
             spec.name,
@@ -188,7 +157,7 @@ class Client:
             dataset=spec.dataset.samples,
             events=[status_changed("queued")],
         )
-        self.runtime.publish(job_id, self.runtime.jobs.events(job_id))
+        self.runtime.publish(job_id, created.events)
         if self.runtime.embedded:
             self._embedded_jobs.append(job_id)
         self._ensure_worker()
@@ -231,36 +200,21 @@ class Client:
                 raise JobError(f"job {result} has not finished ({job.status()})", field="job")
             result = loaded
         result.raise_for_error()
-        report = result.report
-        spec = parse_spec(self.runtime.jobs.get(result.job_id).spec)
-        params: dict[str, Any] = {}
-        if isinstance(report, OptimizationReport):
-            sections = [
-                SectionOverride(path=m.section_path, expected_hash=m.original_hash, body=m.proposed_body)
-                for m in report.modifications
-            ]
-            what = f"{len(sections)} modification(s), -{report.total_token_reduction} tokens"
-        elif isinstance(report, OptimizationHistory):
-            if report.best_candidate_id == report.baseline_candidate_id:
-                return None
-            sections, params = list(report.best_overrides), dict(report.best_model_params)
-            what = (
-                f"best candidate {report.best_candidate_id} of {report.experiment}: "
-                f"score {report.baseline_score} -> {report.best_score}"
-            )
-        else:
-            raise JobError(f"a {result.kind} job measures; it has nothing to apply", field="job")
-        if not sections and not params:
+        if result.report is None:
             return None
+        changes = kinds.changes(result.report)
+        if changes.empty:
+            return None
+        spec = parse_spec(self.runtime.jobs.get(result.job_id).spec)
         store = self.runtime.store
         store.put_prompt(spec.prompt)
         return store.apply(
             spec.prompt.descriptor(),
-            sections,
+            changes.sections,
             tag=check_tag(tag),
             source=f"job:{result.job_id}",
-            description=description or what,
-            model_params=params or None,
+            description=description or changes.description,
+            model_params=changes.model_params or None,
         )
 
     # -- internals ----------------------------------------------------------------------------
@@ -275,7 +229,7 @@ class Client:
                 driver.complete(
                     self.app,
                     self.runtime,
-                    job_id,
+                    self.runtime.jobs.get(job_id),
                     "cancelled",
                     error="cancelled: the client running it (embedded worker) closed before it finished",
                 )
@@ -299,17 +253,9 @@ class Client:
     def _with_baseline_snapshot(self, spec: AnySpec) -> AnySpec:
         if spec.baseline_overrides:
             return spec
-        current = self.runtime.store.resolve(spec.prompt.ns, spec.prompt.key, _base_tag(spec))
+        current = self.runtime.store.resolve(spec.prompt.ns, spec.prompt.key, kinds.base_tag(spec)[1])
         if current is None:
             return spec
         fresh = spec.prompt.fresh_overrides(current)  # stale ones are skipped with a warning
         params: Mapping[str, Any] = current.model_params
         return spec.model_copy(update={"baseline_overrides": fresh, "baseline_model_params": dict(params)})
-
-
-AnySpec = CompressSpec | OptimizeSpec | MeasureSpec
-
-
-def _base_tag(spec: AnySpec) -> str:
-    """The tag whose overrides the job starts from (a measure job's ``tag``)."""
-    return spec.tag if isinstance(spec, MeasureSpec) else spec.baseline_tag

@@ -47,8 +47,8 @@ import tornado.netutil
 import tornado.web
 from tornado.ioloop import IOLoop
 
-from optiflow.core.history import RUN_FINISHED, Event
-from optiflow.core.jobs import KINDS
+from optiflow.core.kinds import KINDS
+from optiflow.core.records import RUN_FINISHED, Event
 from optiflow.errors import (
     ConfigError,
     ConflictError,

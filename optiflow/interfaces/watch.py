@@ -10,14 +10,15 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal, TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from optiflow.core.history import (
+from optiflow.core import kinds
+from optiflow.core.base import Verbosity
+from optiflow.core.records import (
     BEST_CANDIDATE_CHANGED,
     PROGRESS_CHANGED,
     RUN_FINISHED,
     RUN_STATUS_CHANGED,
-    TRIAL_ADDED_OR_UPDATED,
     Event,
 )
 from optiflow.core.result import OptimizeResult
@@ -26,7 +27,6 @@ from optiflow.errors import JobError
 if TYPE_CHECKING:
     from optiflow.interfaces.client import JobHandle
 
-Verbosity = Literal["minimal", "summary", "full"]
 BAR_WIDTH = 28
 
 
@@ -56,34 +56,8 @@ def _stream(job: JobHandle, *, poll_s: float, timeout: float | None) -> Iterator
 
 
 def line(kind: str, name: str, event: Event) -> str | None:
-    """One progress line per event (seed 003's ``OPTIMIZE [use case] ...`` style)."""
-    p = event.payload
-    head = f"{kind.upper()} [{name}]"
-    if isinstance(p.get("line"), str):  # a line the workflow wrote (seed 003's iteration lines)
-        return str(p["line"])
-    if kind == "optimize" and event.type in (
-        TRIAL_ADDED_OR_UPDATED,
-        PROGRESS_CHANGED,
-        BEST_CANDIDATE_CHANGED,
-    ):
-        return None  # an optimize job speaks in iterations
-    if event.type == RUN_STATUS_CHANGED:
-        error = f": {p['error']}" if p.get("error") else ""
-        return f"{head} {str(p['status']).capitalize()}{error}"
-    if event.type == TRIAL_ADDED_OR_UPDATED:
-        score = p.get("objective_score")
-        shown = "-" if not isinstance(score, int | float) else f"{score:.2f}"
-        name = p.get("name") or p["candidate_id"]
-        return f"{head} Step {p['step_index']}: {name} score={shown} ({p['status']})"
-    if event.type == BEST_CANDIDATE_CHANGED:
-        return f"{head} ↑ NEW BEST {p['candidate_id']} score={p.get('score')}"
-    if event.type == PROGRESS_CHANGED:
-        return (
-            f"{head} {p['evaluations_done']}/{p['evaluations_total']} evaluations; trials "
-            f"{p['completed']} completed, {p['failed']} failed, {p['rejected']} rejected, "
-            f"{p['running']} running"
-        )
-    return None
+    """One progress line per event, as the job's kind tells it."""
+    return kinds.event_line(kind, name, event)
 
 
 class Bar:
@@ -163,34 +137,14 @@ def watch(
 
 
 def _termination_line(job: JobHandle, name: str) -> str | None:
-    from optiflow.core.optimize.output import termination_line
-    from optiflow.core.optimize.report import OptimizationHistory
-
     result = job.result()
-    if result is None or not isinstance(result.report, OptimizationHistory):
-        return None
-    return termination_line(name, result.report.termination_reason)
+    return None if result is None else kinds.closing_line(result.report, name)
 
 
 def summary(result: OptimizeResult, verbosity: Verbosity = "summary") -> str:
-    """The closing box: ``minimal`` one line, ``summary`` the report, ``full`` plus its stats
-    (an optimize job: seed 003's summary box at that verbosity)."""
-    from optiflow.core.compress import OptimizationReport
+    """The closing text: ``minimal`` one line, ``summary`` the report, ``full`` with its stats."""
     from optiflow.interfaces.console import format_result
 
-    report = result.report
-    if report is None:
+    if result.report is None:
         return f"job {result.job_id}: {result.status}" + (f" ({result.error})" if result.error else "")
-    if not isinstance(report, OptimizationReport):
-        return format_result(result, verbosity=verbosity)
-    if verbosity == "minimal":
-        return (
-            f"job {result.job_id}: {result.status}; accepted {len(report.modifications)}, "
-            f"rejected {len(report.rejected)}, -{report.total_token_reduction} tokens"
-        )
-    body = format_result(result).splitlines()
-    if verbosity != "full":
-        body = [b for b in body if not b.lstrip().startswith("evaluations ")]
-    width = max(len(b) for b in body) + 2
-    top, bottom = "╔" + "═" * width + "╗", "╚" + "═" * width + "╝"
-    return "\n".join([top, *(f"║ {b.ljust(width - 1)}║" for b in body), bottom])
+    return format_result(result, verbosity=verbosity)

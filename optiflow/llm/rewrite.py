@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from optiflow.core.actions import RewriteReply, RewriteRequest
 from optiflow.core.base import JSONValue
 from optiflow.core.prompt import path_str, template_params
+from optiflow.core.step import RewriteReply, RewriteRequest
 from optiflow.llm.compress import clean_output
 from optiflow.llm.markers import REWRITE_MARKER
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import builtins
 import json
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
@@ -32,7 +31,9 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.dataset import Sample
 from optiflow.core.evaluation import EvalResult, TrialSummary
-from optiflow.core.history import Event, Objective, OptimizationHistory, Rejection, Trial, history_from_trials
+from optiflow.core.history import RoundHistory, history_from_trials
+from optiflow.core.optimize.scoring import Objective
+from optiflow.core.records import Event, Rejection, Trial
 from optiflow.core.result import FinalStatus
 from optiflow.errors import NotFoundError, StoreError, ValidationError
 from optiflow.persistence.engine import make_engine, writing
@@ -74,12 +75,15 @@ class JobRecord(Frozen):
 
 
 class Recorded(Frozen):
-    """What :meth:`JobRepository.record_step` did: ``won`` (also its truth value) is False when
-    another delivery had already moved the job on (nothing was written); ``events`` are the
-    events stored by this call, with their ``seq`` (a repeated key is not among them)."""
+    """What a write did: ``won`` (also its truth value) is False when its guard failed — another
+    delivery had already moved the job on, or another writer ended it first — and then nothing
+    was written; ``events`` are the events stored by this call, with their ``seq`` (a repeated
+    key is not among them); ``record`` is the job row as written, where the write makes one
+    (``create``, ``finish``)."""
 
     won: bool
     events: tuple[Event, ...] = ()
+    record: JobRecord | None = None
 
     def __bool__(self) -> bool:
         return self.won
@@ -113,36 +117,32 @@ class JobRepository:
 
     ``auto_migrate``: None (default) upgrades SQLite databases and only checks others; True
     always upgrades; False only checks (:class:`~optiflow.persistence.migrate.
-    DatabaseNotMigratedError` when the schema is not at head). Engines and the check are shared
-    per URL within a process.
+    DatabaseNotMigratedError` when the schema is not at head). The repository owns its engine
+    (one per repository; a process keeps one repository per database, in its runtime):
+    :meth:`close` disposes of it, :meth:`after_fork` drops connections a forked child inherited.
     """
-
-    _engines: dict[str, Engine] = {}
-    _ready: set[str] = set()
-    _lock = threading.Lock()
 
     def __init__(self, url: str, *, auto_migrate: bool | None = None) -> None:
         self.url = url
         migrate = _is_sqlite(url) if auto_migrate is None else auto_migrate
-        with self._lock:
-            engine = self._engines.get(url)
-            if engine is None:
-                engine = self._engines[url] = make_engine(url)
-            if url not in self._ready:
-                if migrate:
-                    upgrade_engine(engine)
-                else:
-                    check_revision(url, revision_of(engine))
-                self._ready.add(url)
-        self.engine = engine
+        self.engine: Engine = make_engine(url)
+        try:
+            if migrate:
+                upgrade_engine(self.engine)
+            else:
+                check_revision(url, revision_of(self.engine))
+        except BaseException:
+            self.engine.dispose()
+            raise
 
     def close(self) -> None:
-        """Close this URL's pooled connections and forget its engine (tests, short-lived CLIs)."""
-        with self._lock:
-            engine = self._engines.pop(self.url, None)
-            self._ready.discard(self.url)
-        if engine is not None:
-            engine.dispose()
+        """Close the pooled connections (tests, short-lived CLIs)."""
+        self.engine.dispose()
+
+    def after_fork(self) -> None:
+        """In a forked child: forget the parent's pooled connections without closing them (the
+        parent still uses them); the child opens its own."""
+        self.engine.dispose(close=False)
 
     # -- jobs -----------------------------------------------------------------------------------
     def create(
@@ -154,25 +154,27 @@ class JobRepository:
         *,
         dataset: Sequence[Sample] = (),
         events: Sequence[Event] = (),
-    ) -> JobRecord:
+    ) -> Recorded:
         """Insert a queued job, with its dataset snapshot and first events, in one transaction."""
         now = _now()
+        row = {
+            "id": job_id,
+            "kind": kind,
+            "name": name,
+            "status": "queued",
+            "spec": _dump(spec),
+            "step_index": 0,
+            "created_at": now,
+            "updated_at": now,
+        }
         with writing(self.engine) as conn:
-            conn.execute(
-                jobs_table.insert().values(
-                    id=job_id,
-                    kind=kind,
-                    name=name,
-                    status="queued",
-                    spec=_dump(spec),
-                    step_index=0,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
+            conn.execute(jobs_table.insert().values(**row))
             _snapshot(conn, job_id, dataset)
-            _append_events(conn, job_id, events, now)
-        return self.get(job_id)
+            stored = _append_events(conn, job_id, events, now)
+        record = JobRecord(
+            id=job_id, kind=kind, name=name, status="queued", spec=spec, created_at=now, updated_at=now
+        )
+        return Recorded(won=True, events=tuple(stored), record=record)
 
     def get(self, job_id: str) -> JobRecord:
         with self.engine.connect() as conn:
@@ -255,10 +257,10 @@ class JobRepository:
         error: str | None = None,
         only_from: tuple[JobStatus, ...] = UNFINISHED,
         events: Sequence[Event] = (),
-    ) -> bool:
-        """Mark a job finished if its status is one of ``only_from``; False otherwise (the first
-        writer wins). ``events`` (e.g. ``run_finished``) are stored in the same transaction, only
-        when this call wins."""
+    ) -> Recorded:
+        """Mark a job finished if its status is one of ``only_from``; nothing is written otherwise
+        (the first writer wins). ``events`` (e.g. ``run_finished``) are stored in the same
+        transaction, only when this call wins."""
         now = _now()
         with writing(self.engine) as conn:
             res = conn.execute(
@@ -267,9 +269,9 @@ class JobRepository:
                 .values(status=status, result=_dump(result), error=error, action=None, updated_at=now)
             )
             if not res.rowcount:
-                return False
-            _append_events(conn, job_id, events, now)
-        return True
+                return Recorded(won=False)
+            stored = _append_events(conn, job_id, events, now)
+        return Recorded(won=True, events=tuple(stored))
 
     # -- dataset snapshot -----------------------------------------------------------------------
     def snapshot_dataset(self, job_id: str, samples: Sequence[Sample]) -> None:
@@ -358,7 +360,7 @@ class JobRepository:
         with self.engine.connect() as conn:
             return [_event(r) for r in conn.execute(q).mappings()]
 
-    def history(self, job_id: str) -> OptimizationHistory:
+    def history(self, job_id: str) -> RoundHistory:
         """Seed 002's normalized history of a job, built from its trials and rejections."""
         rec = self.get(job_id)
         return history_from_trials(
@@ -496,8 +498,8 @@ def _add_rejections(conn: Connection, job_id: str, rejections: Sequence[Rejectio
             "candidate_id": r.candidate_id,
             "config_hash": r.config_hash,
             "reason_code": r.reason_code,
-            "detail": r.detail,
-            "extra": r.extra,
+            "detail": r.message,
+            "extra": r.model_dump(mode="json", include=_REJECTION_EXTRA),
             "created_at": now,
         }
         for r in rejections
@@ -605,16 +607,21 @@ def _item(row: RowMapping) -> EvalResult:
     )
 
 
+_REJECTION_EXTRA = {"iteration", "proposed_index", "parent_candidate_ids", "rationale", "duplicate_of"}
+"""Rejection fields kept in the ``extra`` JSON column."""
+
+
 def _rejection(row: RowMapping) -> Rejection:
+    extra = {k: v for k, v in (row["extra"] or {}).items() if k in _REJECTION_EXTRA}
     return Rejection(
         step_index=row["step_index"],
         reason_code=row["reason_code"],
         candidate_id=row["candidate_id"],
         config_hash=row["config_hash"],
-        detail=row["detail"],
-        extra=row["extra"] or {},
+        message=row["detail"],
         key=row["key"],
         created_at=_aware(row["created_at"]),
+        **extra,
     )
 
 
@@ -633,7 +640,8 @@ def _objective(spec: Mapping[str, JSONValue]) -> Objective:
     value = spec.get("objective")
     if isinstance(value, Mapping):
         value = value.get("direction")
-    return "minimize" if isinstance(value, str) and value.lower() == "minimize" else "maximize"
+    minimize = isinstance(value, str) and value.lower() == "minimize"
+    return Objective.MINIMIZE if minimize else Objective.MAXIMIZE
 
 
 def _stop_reason(rec: JobRecord) -> str | None:

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from optiflow.core.actions import EvalTarget, Fail, Finish, SectionEdit, Step, StepResults
-from optiflow.core.compress import (
-    CompressSpec,
-    CompressWorkflow,
-    Modification,
-    OptimizationReport,
-    RejectedModification,
-)
+from optiflow.core.actions import Fail, Finish
+from optiflow.core.compress.report import Modification, OptimizationReport, RejectedModification
+from optiflow.core.compress.spec import CompressSpec
+from optiflow.core.compress.workflow import CompressWorkflow
 from optiflow.core.evaluation import EvalResult, summarize
 from optiflow.core.prompt import SectionPath
+from optiflow.core.step import EvalTarget, SectionEdit, Step, StepResults
 
 Bodies = Mapping[SectionPath, str]
 Answer = Callable[[Bodies, str, int], bool]
@@ -43,7 +40,8 @@ def run_workflow(
 ) -> tuple[OptimizationReport | str, list[Step]]:
     """Run to the end; return the report (or the Fail error) and the steps taken."""
     wf = CompressWorkflow(spec, job_id)
-    state, action = wf.start(words)
+    tr = wf.start(words)
+    state, action = tr.state, tr.action
     steps: list[Step] = []
     while isinstance(action, Step):
         steps.append(action)
@@ -73,7 +71,8 @@ def run_workflow(
             )
             for p in action.propose
         )
-        state, action = wf.advance(state, StepResults(evals=tuple(evals), edits=proposed))
+        tr = wf.advance(state, StepResults(step=action, evals=tuple(evals), edits=proposed))
+        state, action = tr.state, tr.action
     if isinstance(action, Fail):
         return action.error, steps
     assert isinstance(action, Finish)

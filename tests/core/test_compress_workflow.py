@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from optiflow.core.compress import CompressSpec, CompressWorkflow, OptimizationReport
+from optiflow.core.compress.report import OptimizationReport
+from optiflow.core.compress.spec import CompressSpec
+from optiflow.core.compress.workflow import CompressWorkflow
 from optiflow.core.dataset import Dataset, Sample
 from optiflow.core.prompt import Prompt, Section
 
@@ -164,27 +166,29 @@ def test_model_calls_well_below_seed_algorithm() -> None:
 
 def test_baseline_all_errors_fails_job() -> None:
     wf = CompressWorkflow(make_spec(), "j")
-    state, _ = wf.start(words)
-    from optiflow.core.actions import Fail, StepResults
+    started = wf.start(words)
+    from optiflow.core.actions import Fail
     from optiflow.core.evaluation import EvalResult
+    from optiflow.core.step import Step, StepResults
 
     errs = tuple(
         EvalResult(experiment_id="j-baseline", sample_id=s, run=0, error="AuthenticationError: bad key")
         for s in SAMPLES
     )
-    _, action = wf.advance(state, StepResults(evals=errs))
+    assert isinstance(started.action, Step)
+    action = wf.advance(started.state, StepResults(step=started.action, evals=errs)).action
     assert isinstance(action, Fail)
     assert "bad key" in action.error
 
 
 def test_state_round_trips_through_json_midway() -> None:
-    from optiflow.core.compress import CompressState
+    from optiflow.core.compress.workflow import CompressState
 
     edits = {("a",): keep("", "rule_a"), ("b",): keep("", "rule_b"), ("c",): "rule_c"}
     spec = make_spec()
     wf = CompressWorkflow(spec, "job1")
     _, steps = run_workflow(spec, answer, edits)
-    state, _ = wf.start(words)
+    state = wf.start(words).state
     again = CompressState.model_validate_json(state.model_dump_json())
     assert again == state
     assert len(steps) == 5

@@ -8,19 +8,15 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from optiflow.core.actions import Fail, Finish, Step, StepResults
+from optiflow.core.actions import Fail, Finish
 from optiflow.core.dataset import Dataset, Sample
 from optiflow.core.evaluation import EvalResult
-from optiflow.core.measure import (
-    MeasureDocument,
-    MeasureSpec,
-    MeasureWorkflow,
-    fails_below,
-    percentile,
-    wilson_interval,
-)
+from optiflow.core.measure.report import MeasureDocument, fails_below, percentile, wilson_interval
+from optiflow.core.measure.spec import MeasureSpec
+from optiflow.core.measure.workflow import MeasureWorkflow
 from optiflow.core.overrides import SectionOverride
 from optiflow.core.prompt import Prompt, Section
+from optiflow.core.step import Step, StepResults
 
 PROMPT = Prompt(ns="t", key="p", sections=(Section(path=("a",), body="rule"),))
 DATASET = Dataset(
@@ -104,7 +100,8 @@ def test_measure_step_and_document() -> None:
         fail_below=0.9,
     )
     wf = MeasureWorkflow(s, "job9", clock=lambda: AT)
-    state, step = wf.start()
+    tr = wf.start()
+    state, step = tr.state, tr.action
     assert isinstance(step, Step) and step.name == "measure"
     (target,) = step.targets
     assert target.experiment.overrides_tag == "opt-job9-measure" and target.experiment.parent_tag == "prod"
@@ -114,7 +111,9 @@ def test_measure_step_and_document() -> None:
         "top_p": 0.5,
     }
     assert MeasureWorkflow.load_state(state.model_dump(mode="json")) == state
-    state, action = wf.advance(state, StepResults(evals=tuple(results(step, failing=frozenset({"s9"})))))
+    assert isinstance(step, Step)
+    tr = wf.advance(state, StepResults(step=step, evals=tuple(results(step, failing=frozenset({"s9"})))))
+    state, action = tr.state, tr.action
     assert isinstance(action, Finish) and isinstance(action.report, MeasureDocument)
     doc = action.report
     assert (doc.samples, doc.runs, doc.evaluations, doc.passed, doc.errors) == (10, 3, 30, 26, 0)
@@ -136,9 +135,9 @@ def test_measure_step_and_document() -> None:
 
 def test_fails_below_is_the_lower_bound() -> None:
     wf = MeasureWorkflow(spec(), "j", clock=lambda: AT)
-    _, step = wf.start()
+    step = wf.start().action
     assert isinstance(step, Step)
-    _, action = wf.advance(wf.start()[0], StepResults(evals=tuple(results(step))))
+    action = wf.advance(wf.start().state, StepResults(step=step, evals=tuple(results(step)))).action
     assert isinstance(action, Finish) and isinstance(action.report, MeasureDocument)
     doc = action.report
     assert doc.pass_rate == pytest.approx(29 / 30)
@@ -149,7 +148,7 @@ def test_fails_below_is_the_lower_bound() -> None:
 
 def test_one_split_only() -> None:
     s = spec(split="test")
-    _, step = MeasureWorkflow(s, "j").start()
+    step = MeasureWorkflow(s, "j").start().action
     assert isinstance(step, Step) and step.targets[0].sample_ids == ("s8", "s9")
     with pytest.raises(ValidationError, match="no sample"):
         spec(split="val")
@@ -157,23 +156,27 @@ def test_one_split_only() -> None:
 
 def test_every_evaluation_failing_fails_the_job() -> None:
     wf = MeasureWorkflow(spec(), "j")
-    state, step = wf.start()
+    tr = wf.start()
+    state, step = tr.state, tr.action
     assert isinstance(step, Step)
-    _, action = wf.advance(state, StepResults(evals=tuple(results(step, error="503 unavailable"))))
+    action = wf.advance(
+        state, StepResults(step=step, evals=tuple(results(step, error="503 unavailable")))
+    ).action
     assert isinstance(action, Fail) and "503 unavailable" in action.error
-    _, action = wf.advance(state, StepResults())
+    action = wf.advance(state, StepResults(step=step)).action
     assert isinstance(action, Fail)
 
 
 def test_partial_errors_count_as_not_passed() -> None:
     wf = MeasureWorkflow(spec(), "j", clock=lambda: AT)
-    state, step = wf.start()
+    tr = wf.start()
+    state, step = tr.state, tr.action
     assert isinstance(step, Step)
     evals = results(step)
     evals[0] = evals[0].model_copy(update={"error": "timeout", "passed": False})
-    _, action = wf.advance(state, StepResults(evals=tuple(evals)))
+    action = wf.advance(state, StepResults(step=step, evals=tuple(evals))).action
     assert isinstance(action, Finish) and isinstance(action.report, MeasureDocument)
     assert action.report.errors == 1 and action.report.passed == 28
-    state2, _ = wf.advance(state, StepResults(evals=tuple(evals)))
-    _, again = wf.advance(state2, StepResults(evals=tuple(evals)))
+    state2 = wf.advance(state, StepResults(step=step, evals=tuple(evals))).state
+    again = wf.advance(state2, StepResults(step=step, evals=tuple(evals))).action
     assert isinstance(again, Fail)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from optiflow.core.actions import EvalTarget, Fail, Step, StepResults
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.experiment import Experiment
 from optiflow.core.progress import (
@@ -13,6 +12,7 @@ from optiflow.core.progress import (
     step_trials,
     trial_events,
 )
+from optiflow.core.step import EvalTarget, Step, StepResults
 
 
 def target(eid: str, n: int) -> EvalTarget:
@@ -32,6 +32,7 @@ def result(
 def test_one_trial_per_target_scored_by_pass_rate_failed_when_every_call_errored() -> None:
     step = Step(index=3, name="s", targets=(target("a", 2), target("b", 2), target("c", 2)))
     results = StepResults(
+        step=step,
         evals=(
             result("a", "s0"),
             result("a", "s1", passed=False),
@@ -39,7 +40,7 @@ def test_one_trial_per_target_scored_by_pass_rate_failed_when_every_call_errored
             result("b", "s1", error="boom"),
             result("c", "s0", passed=False),
             result("c", "s1", skipped=True),
-        )
+        ),
     )
     a, b, c = step_trials(step, results)
     assert (a.candidate_id, a.status, a.objective_score, a.step_index) == ("a", "completed", 0.5, 3)
@@ -53,11 +54,10 @@ def test_one_trial_per_target_scored_by_pass_rate_failed_when_every_call_errored
 
 def test_counts_and_stable_keys() -> None:
     step = Step(index=1, name="s", targets=(target("a", 4), target("b", 4)))
-    done = step_trials(Step(index=0, name="s", targets=(target("base", 4),)), StepResults(evals=()))
-    counts = counts_after(done, step, rejected=1, evaluations_done=4)
+    counts = counts_after(step, completed=1, failed=0, rejected=1, evaluations_done=4)
     assert (counts.proposed, counts.running, counts.completed, counts.rejected) == (3, 2, 1, 1)
     assert (counts.evaluations_done, counts.evaluations_total) == (4, 12)
-    end = counts_after(done, Fail(error="x"), rejected=1, evaluations_done=12)
+    end = counts_after(None, completed=1, failed=0, rejected=1, evaluations_done=12)
     assert (end.running, end.evaluations_total) == (0, 12)
     assert progress_event(1, counts).key == "progress:1"
     assert status_changed("running").key == "status:running"

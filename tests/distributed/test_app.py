@@ -12,7 +12,7 @@ import pytest
 from optiflow.distributed.app import QUEUE_CONTROL, QUEUE_EVAL, create_app, runtime_of
 from optiflow.settings import Settings
 
-TASKS = {"start", "evaluate", "propose", "rewrite", "advance", "finish", "fail", "chord_error", "recover"}
+TASKS = {"start", "evaluate", "propose", "rewrite", "advance", "fail", "chord_error", "recover"}
 
 
 def test_settings_are_json_only_late_ack_and_routed(tmp_path: Path) -> None:

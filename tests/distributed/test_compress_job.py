@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from optiflow.core.compress import OptimizationReport
+from optiflow.core.compress.report import OptimizationReport
 from optiflow.interfaces.client import Client
 from optiflow.interfaces.watch import follow
 from optiflow.jobfile import load_job

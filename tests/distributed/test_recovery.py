@@ -113,7 +113,8 @@ def test_resume_refusals_orphan_sweep_and_automatic_recovery_of_a_lost_start(
             # control worker's periodic sweep finds it stalled and starts it
             lost = client.runtime.jobs.create(
                 uuid.uuid4().hex, spec.kind, spec.name, spec.model_dump(mode="json")
-            )
+            ).record
+            assert lost is not None
             with pytest.raises(ConflictError, match="making progress"):
                 client.job(lost.id).resume()
             started = time.monotonic()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from optiflow.core.compress import OptimizationReport
+from optiflow.core.compress.report import OptimizationReport
 from optiflow.core.prompt import path_str
 from optiflow.core.result import OptimizeResult
 from optiflow.errors import JobError

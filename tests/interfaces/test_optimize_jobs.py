@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from optiflow.core.measure import MeasureDocument
+from optiflow.core.measure.report import MeasureDocument
 from optiflow.core.optimize.document import history_document
 from optiflow.core.optimize.replay import replay
 from optiflow.core.optimize.report import OptimizationHistory
@@ -46,7 +46,7 @@ def test_weak_prompt_rewrite_raises_success_by_30_points_and_replays(client: Cli
     rejections = client.runtime.jobs.rejections(job.id)
     duplicates = [r for r in rejections if r.reason_code == "duplicate"]
     assert duplicates, "the example's parallel rewrites converge: some proposals repeat"
-    assert all(r.extra.get("duplicate_of") for r in duplicates)
+    assert all(r.duplicate_of for r in duplicates)
     hashes = [t.config_hash for t in client.runtime.jobs.trials(job.id) if t.config_hash]
     assert len(set(hashes)) == len(hashes)  # each configuration evaluated once
 

@@ -40,21 +40,12 @@ def pg_database(postgres_url: str) -> Iterator[str]:
     _autocommit(postgres_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _forget(url: str) -> None:
-    """Dispose the engines the repository cached for ``url``."""
-    JobRepository._ready.discard(url)
-    engine = JobRepository._engines.pop(url, None)
-    if engine is not None:
-        engine.dispose()
-
-
 @pytest.fixture(params=BACKENDS)
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """An empty database: a SQLite file, or a fresh PostgreSQL schema."""
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'jobs.db'}"
         yield url
-        _forget(url)
         return
     base: str = request.getfixturevalue("pg_database")
     schema = f"t_{uuid.uuid4().hex[:12]}"
@@ -62,7 +53,6 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     url = sa.make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
     text = url.render_as_string(hide_password=False)
     yield text
-    _forget(text)
     _autocommit(base, f'DROP SCHEMA "{schema}" CASCADE')
 
 

@@ -13,14 +13,8 @@ import pytest
 import yaml
 
 from optiflow.core.evaluation import TrialSummary
-from optiflow.core.history import (
-    HistoryCandidate,
-    HistoryState,
-    Rejection,
-    Trial,
-    build_candidate_entry,
-    history_from_trials,
-)
+from optiflow.core.history import HistoryCandidate, HistoryState, build_candidate_entry, history_from_trials
+from optiflow.core.records import Rejection, Trial
 from optiflow.errors import ValidationError
 from optiflow.persistence import JobRepository
 
@@ -152,8 +146,8 @@ def stored_trials() -> tuple[list[Trial], list[Rejection]]:
         ),
     ]
     rejections = [
-        Rejection(step_index=1, reason_code="duplicate", config_hash="h0", detail="same as base"),
-        Rejection(step_index=3, reason_code="frozen_section", detail="x"),
+        Rejection(step_index=1, reason_code="duplicate", config_hash="h0", message="same as base"),
+        Rejection(step_index=3, reason_code="frozen_section", message="x"),
     ]
     return trials, rejections
 
@@ -175,11 +169,10 @@ def test_history_from_trials() -> None:
     assert h.rounds[1].best_candidate is not None and h.rounds[1].best_candidate.id == "c1"
     assert h.rounds[1].extra["rejections"] == [
         {
-            "candidate_id": None,
             "config_hash": "h0",
             "reason_code": "duplicate",
-            "detail": "same as base",
-            "extra": {},
+            "message": "same as base",
+            "parent_candidate_ids": [],
         }
     ]
     assert [r.stopped for r in h.rounds] == [False, False, False, True]
@@ -247,7 +240,7 @@ def test_history_command(cli: Callable[..., tuple[int, str, str]], repo: JobRepo
 def test_report_and_jobs_from_the_database_alone(
     cli: Callable[..., tuple[int, str, str]], repo: JobRepository
 ) -> None:
-    from optiflow.core.compress import OptimizationReport
+    from optiflow.core.compress.report import OptimizationReport
     from optiflow.core.result import OptimizeResult
 
     report = OptimizationReport(

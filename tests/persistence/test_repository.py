@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from optiflow.core.dataset import Sample
 from optiflow.core.evaluation import EvalResult, TrialSummary
-from optiflow.core.history import Event, Rejection, Trial
+from optiflow.core.records import Event, Rejection, Trial
 from optiflow.errors import NotFoundError, ValidationError
 from optiflow.persistence import JobRepository
 
@@ -140,16 +140,23 @@ def test_items_of_an_unknown_job_are_refused(repo: JobRepository) -> None:
 
 
 def test_rejections_are_stored_once(repo: JobRepository, job: str) -> None:
-    dup = Rejection(step_index=1, reason_code="duplicate", config_hash="abc", detail="same as c1")
+    dup = Rejection(step_index=1, reason_code="duplicate", config_hash="abc", message="same as c1")
     other = Rejection(
-        step_index=1, reason_code="frozen_section", detail="edits a frozen section", extra={"i": 2}
+        step_index=1,
+        reason_code="frozen_section",
+        message="edits a frozen section",
+        iteration=2,
+        proposed_index=1,
+        parent_candidate_ids=("c1",),
+        rationale="shorter",
     )
     repo.add_rejections(job, [dup, other, dup])
     repo.add_rejections(job, [dup])
     got = repo.rejections(job)
     assert len(got) == 2
     assert {r.reason_code for r in got} == {"duplicate", "frozen_section"}
-    assert next(r for r in got if r.reason_code == "frozen_section").extra == {"i": 2}
+    stored = next(r for r in got if r.reason_code == "frozen_section")
+    assert stored.model_dump(exclude={"key", "created_at"}) == other.model_dump(exclude={"key", "created_at"})
 
 
 # -- record_step ----------------------------------------------------------------------------------
@@ -293,6 +300,9 @@ def test_concurrent_appends_get_distinct_consecutive_seqs(repo: JobRepository, j
     assert len({e.key for e in got}) == 21
 
 
-def test_repositories_share_an_engine_per_url(db_url: str, repo: JobRepository) -> None:
+def test_a_repository_owns_its_engine(db_url: str, repo: JobRepository, job: str) -> None:
+    """No engine is shared through class state: closing one repository leaves another working."""
     other = JobRepository(db_url)
-    assert other.engine is repo.engine
+    assert other.engine is not repo.engine
+    other.close()
+    assert repo.get(job).id == job

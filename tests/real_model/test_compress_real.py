@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from optiflow.core.compress import CompressSpec
+from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.model import ModelConfig
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from optiflow.core.compress import CompressSpec, OptimizationReport
+from optiflow.core.compress.report import OptimizationReport
+from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.experiment import TEMP_TAG_PREFIX
 from tests.support.workers import WorkerProcess
 

@@ -3,9 +3,12 @@ reference a distributed run must reproduce (tests, `make chaos`)."""
 
 from __future__ import annotations
 
-from optiflow.core.actions import Finish, Step, StepResults
-from optiflow.core.compress import CompressSpec, CompressWorkflow, OptimizationReport
+from optiflow.core.actions import Finish
+from optiflow.core.compress.report import OptimizationReport
+from optiflow.core.compress.spec import CompressSpec
+from optiflow.core.compress.workflow import CompressWorkflow
 from optiflow.core.overrides import PromptOverrides
+from optiflow.core.step import Step, StepResults
 from optiflow.distributed.work import propose_edit
 from optiflow.evaluator import evaluate
 from optiflow.llm.tokens import count_tokens
@@ -15,7 +18,8 @@ def run_inline(spec: CompressSpec, job_id: str = "inline") -> OptimizationReport
     if spec.fail_fast:
         raise ValueError("the inline reference evaluates everything: give it fail_fast=false")
     wf = CompressWorkflow(spec, job_id)
-    state, action = wf.start(lambda text: count_tokens(text, spec.model.model))
+    tr = wf.start(lambda text: count_tokens(text, spec.model.model))
+    state, action = tr.state, tr.action
     samples = {s.id: s for s in spec.dataset.samples}
     while isinstance(action, Step):
         evals = []
@@ -41,7 +45,8 @@ def run_inline(spec: CompressSpec, job_id: str = "inline") -> OptimizationReport
                         ).compact()
                     )
         edits = tuple(propose_edit(spec, p) for p in action.propose)
-        state, action = wf.advance(state, StepResults(evals=tuple(evals), edits=edits))
+        tr = wf.advance(state, StepResults(step=action, evals=tuple(evals), edits=edits))
+        state, action = tr.state, tr.action
     assert isinstance(action, Finish), action
     assert isinstance(action.report, OptimizationReport)
     return action.report

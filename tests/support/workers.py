@@ -145,10 +145,4 @@ def postgres_database(server_url: str) -> Iterator[str]:
         upgrade(url)
         yield url
     finally:
-        from optiflow.persistence import JobRepository
-
-        engine = JobRepository._engines.pop(url, None)
-        JobRepository._ready.discard(url)
-        if engine is not None:
-            engine.dispose()
         run(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

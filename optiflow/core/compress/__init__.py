@@ -1,16 +1,3 @@
-"""The compress job (seed 000): spec, report, workflow and the rule-based compressor."""
-
-from __future__ import annotations
-
-from optiflow.core.compress.report import Modification, OptimizationReport, RejectedModification
-from optiflow.core.compress.spec import CompressSpec
-from optiflow.core.compress.workflow import CompressState, CompressWorkflow
-
-__all__ = [
-    "CompressSpec",
-    "CompressState",
-    "CompressWorkflow",
-    "Modification",
-    "OptimizationReport",
-    "RejectedModification",
-]
+"""The compress job (seed 000): :mod:`.spec` (CompressSpec), :mod:`.report` (OptimizationReport,
+Modification, RejectedModification), :mod:`.workflow` (CompressWorkflow, its state) and
+:mod:`.rules` (the rule-based compressor)."""

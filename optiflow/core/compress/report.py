@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from pydantic import Field, computed_field, model_validator
 
-from optiflow.core.actions import ProposalError
 from optiflow.core.base import Frozen
 from optiflow.core.evaluation import JobStats
 from optiflow.core.prompt import SectionPath
+from optiflow.core.step import ProposalError
 
 
 class Modification(Frozen):
@@ -30,6 +30,7 @@ class RejectedModification(Frozen):
 
 
 class OptimizationReport(Frozen):
+    kind: Literal["compress"] = "compress"
     experiment_id: str
     prompt_ns: str
     prompt_key: str

@@ -23,28 +23,18 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from pydantic import Field
 
-from optiflow.core.actions import (
-    Action,
-    EvalTarget,
-    Fail,
-    Finish,
-    ProposalError,
-    SectionEdit,
-    Step,
-    StepResults,
-)
-from optiflow.core.base import Frozen
+from optiflow.core.actions import Action, Fail, Finish
+from optiflow.core.checkpoint import JobState
 from optiflow.core.compress.report import Modification, OptimizationReport, RejectedModification
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.evaluation import (
     EvalResult,
     EvalSummary,
-    JobStats,
     regressed_ids,
     regressions,
     summarize,
@@ -52,6 +42,8 @@ from optiflow.core.evaluation import (
 from optiflow.core.experiment import Experiment, temp_tag_prefix
 from optiflow.core.overrides import SectionOverride
 from optiflow.core.prompt import SectionPath, path_str
+from optiflow.core.step import EvalTarget, ProposalError, SectionEdit, Step, StepResults
+from optiflow.core.workflow import TokenCounter, Transition, advanced, started
 
 
 def path_hash(path: SectionPath) -> str:
@@ -61,12 +53,10 @@ def path_hash(path: SectionPath) -> str:
 Phase = Literal["baseline", "candidates", "combined", "greedy", "done"]
 
 
-class CompressState(Frozen):
+class CompressState(JobState):
     """The checkpoint: enough to continue from any step boundary."""
 
-    job_id: str
     phase: Phase = "baseline"
-    step_index: int = 0
     baseline_pass_rate: float = 0.0
     baseline_passed: frozenset[str] = frozenset()
     edits: tuple[SectionEdit, ...] = ()
@@ -77,10 +67,6 @@ class CompressState(Frozen):
     greedy_queue: tuple[Modification, ...] = ()
     # regressions of every override set already evaluated, keyed by the set's canonical key
     known_sets: dict[str, tuple[int, bool]] = Field(default_factory=dict)
-    stats: JobStats = Field(default_factory=JobStats)
-
-
-TokenCounter = Callable[[str], int]
 
 
 class CompressWorkflow:
@@ -140,7 +126,7 @@ class CompressWorkflow:
         sized.sort(key=lambda x: (-x[0], x[1]))
         return tuple(path for _, _, path in sized)
 
-    def start(self, count_tokens: TokenCounter) -> tuple[CompressState, Action]:
+    def start(self, count_tokens: TokenCounter) -> Transition[CompressState]:
         state = CompressState(job_id=self.job_id)
         step = Step(
             index=0,
@@ -148,9 +134,13 @@ class CompressWorkflow:
             targets=(self._target("baseline", "baseline", (), self.spec.dataset.ids(), guard=None),),
             propose=self.proposable_sections(count_tokens),
         )
-        return state, step
+        return started(state, step)
 
-    def advance(self, state: CompressState, results: StepResults) -> tuple[CompressState, Action]:
+    def advance(self, state: CompressState, results: StepResults) -> Transition[CompressState]:
+        new, action = self._advance(state, results)
+        return advanced(new, results, action, rejected=len(new.rejected))
+
+    def _advance(self, state: CompressState, results: StepResults) -> tuple[CompressState, Action]:
         by_exp: dict[str, list[EvalResult]] = defaultdict(list)
         for r in results.evals:
             by_exp[r.experiment_id].append(r)

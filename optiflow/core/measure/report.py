@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 from statistics import NormalDist
+from typing import Literal
 
 from pydantic import Field
 
@@ -29,6 +30,7 @@ class Percentiles(Frozen):
 class MeasureDocument(Frozen):
     """The baseline document of one measurement."""
 
+    kind: Literal["measure"] = "measure"
     job_id: str
     name: str
     prompt_ns: str

@@ -15,23 +15,20 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
-
-from optiflow.core.actions import Action, EvalTarget, Fail, Finish, Step, StepResults
-from optiflow.core.base import Frozen
+from optiflow.core.actions import Action, Fail, Finish
+from optiflow.core.checkpoint import JobState
 from optiflow.core.evaluation import EvalResult, JobStats, summarize
 from optiflow.core.experiment import Experiment, temp_tag_prefix
 from optiflow.core.measure.report import MeasureDocument, percentiles, wilson_interval
 from optiflow.core.measure.spec import MeasureSpec
 from optiflow.core.overrides import now
+from optiflow.core.step import EvalTarget, Step, StepResults
+from optiflow.core.workflow import TokenCounter, Transition, advanced, started
 
 
-class MeasureState(Frozen):
-    job_id: str
+class MeasureState(JobState):
     phase: Literal["measure", "done"] = "measure"
-    step_index: int = 0
     started_at: datetime
-    stats: JobStats = Field(default_factory=JobStats)
 
 
 class MeasureWorkflow:
@@ -66,12 +63,16 @@ class MeasureWorkflow:
             runs=spec.runs,
         )
 
-    def start(self, count_tokens: Callable[[str], int] | None = None) -> tuple[MeasureState, Action]:
+    def start(self, count_tokens: TokenCounter | None = None) -> Transition[MeasureState]:
         """``count_tokens`` is accepted for the driver's uniform call and not used."""
         state = MeasureState(job_id=self.job_id, started_at=self.clock())
-        return state, Step(index=0, name="measure", targets=(self.target(),))
+        return started(state, Step(index=0, name="measure", targets=(self.target(),)))
 
-    def advance(self, state: MeasureState, results: StepResults) -> tuple[MeasureState, Action]:
+    def advance(self, state: MeasureState, results: StepResults) -> Transition[MeasureState]:
+        new, action = self._advance(state, results)
+        return advanced(new, results, action, rejected=0)
+
+    def _advance(self, state: MeasureState, results: StepResults) -> tuple[MeasureState, Action]:
         at = self.clock()
         state = state.model_copy(
             update={

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from optiflow.core.base import Frozen
 from optiflow.core.optimize.trial import TrialResult
-from optiflow.core.optimize.validation import Rejection
+from optiflow.core.records import Rejection
 
 IterationStatus = Literal["success", "no_candidates", "failed"]
 

@@ -11,9 +11,8 @@ Pure functions; the console, the CLI and the job page print what they return::
 from __future__ import annotations
 
 import textwrap
-from typing import Literal
 
-from optiflow.core.base import JSONValue
+from optiflow.core.base import JSONValue, Verbosity
 from optiflow.core.optimize.configuration import TreatmentFactor, config_params, config_sections
 from optiflow.core.optimize.history import IterationRecord
 from optiflow.core.optimize.report import OptimizationHistory
@@ -21,7 +20,6 @@ from optiflow.core.optimize.scoring import Objective
 from optiflow.core.optimize.termination import TerminationReason
 from optiflow.core.prompt import path_str
 
-Verbosity = Literal["minimal", "summary", "full"]
 BOX_WIDTH = 68
 _INNER = BOX_WIDTH - 2
 _TEXT = _INNER - 4

@@ -17,12 +17,12 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import Field
 
-from optiflow.core.actions import RewriteReply, RewriteRequest
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.optimize.configuration import Configuration, TreatmentFactor
 from optiflow.core.optimize.history import TrialHistory
 from optiflow.core.optimize.scoring import Objective
 from optiflow.core.optimize.trial import TrialResult
+from optiflow.core.step import RewriteReply, RewriteRequest
 
 
 class RunContext(Frozen):

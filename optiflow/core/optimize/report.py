@@ -10,6 +10,7 @@ apply it on top of the baseline tag), the termination reason and, with splits, t
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import Field
 
@@ -23,11 +24,12 @@ from optiflow.core.optimize.scoring import Objective, ScorerSpec
 from optiflow.core.optimize.state import TestReport
 from optiflow.core.optimize.termination import CompositePolicy, TerminationReason
 from optiflow.core.optimize.trial import TrialResult
-from optiflow.core.optimize.validation import Rejection
 from optiflow.core.overrides import SectionOverride
+from optiflow.core.records import Rejection
 
 
 class OptimizationHistory(Frozen):
+    kind: Literal["optimize"] = "optimize"
     job_id: str
     use_case: str
     experiment: str

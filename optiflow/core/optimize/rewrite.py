@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from optiflow.core.actions import FailingExample, IterationFeedback, RewriteReply, RewriteRequest
 from optiflow.core.base import Frozen
 from optiflow.core.model import ModelConfig
 from optiflow.core.optimize.configuration import TreatmentFactor, config_sections, with_section
@@ -32,6 +31,7 @@ from optiflow.core.optimize.protocol import (
 )
 from optiflow.core.optimize.trial import TrialResult
 from optiflow.core.prompt import SectionPath, parse_path, path_str
+from optiflow.core.step import FailingExample, IterationFeedback, RewriteReply, RewriteRequest
 from optiflow.errors import OptiflowError
 
 

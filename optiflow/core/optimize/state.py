@@ -10,15 +10,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field
-
 from optiflow.core.base import Frozen
-from optiflow.core.evaluation import JobStats, TrialSummary
+from optiflow.core.checkpoint import JobState
+from optiflow.core.evaluation import TrialSummary
 from optiflow.core.optimize.history import IterationRecord, TrialHistory
 from optiflow.core.optimize.protocol import OptimizerState
 from optiflow.core.optimize.termination import TerminationReason
 from optiflow.core.optimize.trial import Candidate, TrialResult
-from optiflow.core.optimize.validation import Rejection
+from optiflow.core.records import Rejection
 
 Phase = Literal["baseline", "propose", "trials", "test", "done"]
 
@@ -39,10 +38,8 @@ class TestReport(Frozen):
     best: TestOutcome
 
 
-class OptimizeState(Frozen):
-    job_id: str
+class OptimizeState(JobState):
     phase: Phase = "baseline"
-    step_index: int = Field(default=0, ge=0)
     started_at: datetime
     iteration_started_at: datetime
     ended_at: datetime | None = None
@@ -58,7 +55,6 @@ class OptimizeState(Frozen):
     proposal_errors: tuple[str, ...] = ()
     termination: TerminationReason | None = None
     test: TestReport | None = None
-    stats: JobStats = Field(default_factory=JobStats)
 
     def candidate(self, candidate_id: str) -> Candidate:
         for c in self.candidates:

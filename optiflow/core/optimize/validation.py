@@ -33,6 +33,7 @@ from optiflow.core.optimize.configuration import (
     normalize_value,
 )
 from optiflow.core.prompt import Prompt, SectionPath, parse_path, path_str, template_params
+from optiflow.core.records import Rejection
 from optiflow.errors import OptiflowError
 
 ReasonCode = Literal[
@@ -45,20 +46,6 @@ ReasonCode = Literal[
     "duplicate",
     "over_limit",
 ]
-
-
-class Rejection(Frozen):
-    """A proposal that was not run (an optimization-level validation event)."""
-
-    step_index: int = Field(ge=0)
-    iteration: int = Field(ge=0)
-    proposed_index: int = Field(ge=0)
-    reason_code: ReasonCode
-    message: str
-    config_hash: str | None = None
-    parent_candidate_ids: tuple[str, ...] = ()
-    rationale: str | None = None
-    duplicate_of: str | None = None
 
 
 class AcceptedProposal(Frozen):

@@ -33,13 +33,15 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from optiflow.core.actions import Action, EvalTarget, Fail, Finish, RewriteReply, Step, StepResults
+from optiflow.core import progress
+from optiflow.core.actions import Action, Fail, Finish
 from optiflow.core.evaluation import EvalResult, trial_summary
 from optiflow.core.experiment import Experiment, temp_tag_prefix
 from optiflow.core.optimize.acceptance import Contender, decide
 from optiflow.core.optimize.configuration import canonical, config_hash, config_params, config_sections
 from optiflow.core.optimize.history import IterationRecord
 from optiflow.core.optimize.optimizers import build_optimizer
+from optiflow.core.optimize.output import iteration_line, start_line
 from optiflow.core.optimize.protocol import ModelAssistedOptimizer, Optimizer, RunContext
 from optiflow.core.optimize.report import OptimizationHistory
 from optiflow.core.optimize.spec import OptimizeSpec
@@ -49,6 +51,9 @@ from optiflow.core.optimize.trial import Candidate, TrialResult, build_trial
 from optiflow.core.optimize.validation import CandidateValidator
 from optiflow.core.overrides import SectionOverride, now
 from optiflow.core.prompt import SectionPath
+from optiflow.core.records import Event, Trial
+from optiflow.core.step import EvalTarget, RewriteReply, Step, StepResults
+from optiflow.core.workflow import TokenCounter, Transition, advanced, started
 
 BASELINE_ID = "c0"
 Clock = Callable[[], datetime]
@@ -134,23 +139,73 @@ class OptimizeWorkflow:
         )
 
     # -- transitions ----------------------------------------------------------------------
-    def start(self, count_tokens: Callable[[str], int] | None = None) -> tuple[OptimizeState, Action]:
+    def start(self, count_tokens: TokenCounter | None = None) -> Transition[OptimizeState]:
         """``count_tokens`` is accepted for the driver's uniform call and not used."""
-        started = self.clock()
+        started_at = self.clock()
         baseline = self._candidate(
             BASELINE_ID, 0, 0, self.spec.baseline_configuration(), rationale="baseline"
         )
         state = OptimizeState(
             job_id=self.job_id,
-            started_at=started,
-            iteration_started_at=started,
+            started_at=started_at,
+            iteration_started_at=started_at,
             candidates=(baseline,),
             pending=(BASELINE_ID,),
         )
         step = Step(index=0, name="baseline", targets=(self.target(baseline, self.spec.trial_ids()),))
-        return state, step
+        events = []
+        if self.spec.treatment is not None:
+            line = start_line(self.spec.name, self.spec.treatment, self.spec.objective)
+            events.append(Event(type="optimize_started", key="optimize_started", payload={"line": line}))
+        return started(state, step, events=events)
 
-    def advance(self, state: OptimizeState, results: StepResults) -> tuple[OptimizeState, Action]:
+    def advance(self, state: OptimizeState, results: StepResults) -> Transition[OptimizeState]:
+        new, action = self._advance(state, results)
+        return advanced(
+            new,
+            results,
+            action,
+            rejected=len(new.rejections),
+            trials=self._with_lineage(progress.step_trials(results.step, results), new),
+            rejections=new.rejections[len(state.rejections) :],
+            events=self._events(state, new, results.step.index),
+        )
+
+    def _with_lineage(self, trials: Sequence[Trial], state: OptimizeState) -> list[Trial]:
+        """A step's trials carry their candidate's parents, canonical config hash and rationale."""
+        by_experiment = {c.experiment_id: c for c in state.candidates}
+        out = []
+        for trial in trials:
+            c = by_experiment.get(trial.candidate_id)
+            if c is None:
+                out.append(trial)
+                continue
+            update = {
+                "parent_candidate_ids": c.parent_candidate_ids,
+                "config_hash": c.config_hash,
+                "rationale": c.rationale,
+                "configuration": c.configuration,
+                "extra": {**trial.extra, "name": c.candidate_id},
+            }
+            out.append(trial.model_copy(update=update))
+        return out
+
+    def _events(self, before: OptimizeState, after: OptimizeState, step_index: int) -> list[Event]:
+        """The iterations this step closed (seed 003's progress lines) and a new best."""
+        events = [
+            progress.iteration_event(
+                it.number, iteration_line(self.spec.name, it), score=it.score, new_best=it.new_best
+            )
+            for it in after.iterations[len(before.iterations) :]
+        ]
+        best = after.best_candidate_id
+        if best is not None and best != before.best_candidate_id:
+            trial = after.trial(best)
+            score = trial.objective_score if trial is not None else None
+            events.append(progress.best_changed(best, score, step_index=step_index))
+        return events
+
+    def _advance(self, state: OptimizeState, results: StepResults) -> tuple[OptimizeState, Action]:
         at = self.clock()
         state = state.model_copy(
             update={

@@ -14,7 +14,7 @@ from optiflow.errors import JobError, NotFoundError, ValidationError
 from optiflow.interfaces.cli._common import echo, settings
 
 if TYPE_CHECKING:
-    from optiflow.core.optimize.report import OptimizationHistory
+    from optiflow.core.kinds import AnyReport
     from optiflow.core.result import OptimizeResult
     from optiflow.interfaces.client import Client, JobHandle
 
@@ -45,9 +45,6 @@ def _job_client(job_id: str) -> Client:
     return Client(s)
 
 
-FELL_BELOW = 3  # exit code: a measure job's pass-rate lower bound fell under --fail-below
-
-
 def _finish(
     client: Client,
     result: OptimizeResult,
@@ -57,38 +54,44 @@ def _finish(
     elapsed: float | None,
     history_dir: Path | None = Path(),
 ) -> None:
-    """Print the result; an optimize job's YAML history goes under ``history_dir``. Exit 1 when
-    the job did not complete, 3 when a measure job fell under its ``fail_below``."""
-    from optiflow.core.measure import MeasureDocument
-    from optiflow.core.optimize.report import OptimizationHistory
+    """Print the result; a job's history file (an optimize job's YAML) goes under
+    ``history_dir``. Exit 1 when the job did not complete, and the report's own code when it
+    says so (3: a measure job fell under its ``fail_below``)."""
+    from optiflow.core import kinds
     from optiflow.interfaces.console import format_result
 
     echo(result.model_dump_json(indent=2) if as_json else format_result(result, elapsed_s=elapsed))
     report = result.report
-    if isinstance(report, OptimizationHistory) and history_dir is not None:
-        click.echo(f"history: {write_history(report, history_dir)}", err=True)
+    if report is not None and history_dir is not None:
+        written = write_history(report, history_dir)
+        if written is not None:
+            click.echo(f"history: {written}", err=True)
     if apply and result.ok:
         version = client.apply(result)
         echo(f"applied as {version.tag} {version.version}" if version else "nothing to apply")
     if not result.ok:
         sys.exit(1)
-    if isinstance(report, MeasureDocument) and report.failed:
-        click.echo(
-            f"pass rate lower bound {report.wilson.lower:.1%} is under --fail-below {report.fail_below:.1%}",
-            err=True,
-        )
-        sys.exit(FELL_BELOW)
+    verdict = kinds.verdict(report)
+    if verdict is not None:
+        code, message = verdict
+        click.echo(message, err=True)
+        sys.exit(code)
 
 
-def write_history(report: OptimizationHistory, root: Path) -> Path:
-    """Seed 003's YAML history file: ``optimizations/<use case>/<experiment>_<timestamp>.yaml``."""
+def write_history(report: AnyReport, root: Path) -> Path | None:
+    """The history file a finished job leaves, if its kind keeps one (an optimize job: seed
+    003's ``optimizations/<use case>/<experiment>_<timestamp>.yaml``)."""
     import yaml
 
-    from optiflow.core.optimize.document import history_document, history_path
+    from optiflow.core import kinds
 
-    path = root / history_path(report.use_case, report.experiment, report.ended_at)
+    made = kinds.history_file(report)
+    if made is None:
+        return None
+    relative, document = made
+    path = root / relative
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(history_document(report), sort_keys=False, allow_unicode=True))
+    path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
     return path
 
 
@@ -184,7 +187,7 @@ def watch(job_id: str, verbosity: str, timeout: float | None) -> None:
     """Follow a job: progress lines, a live bar on a terminal, then the summary box.
 
     Starting late is fine: every event of the job is shown once, in order."""
-    from optiflow.interfaces.watch import Verbosity
+    from optiflow.core.base import Verbosity
     from optiflow.interfaces.watch import watch as watch_job
 
     if timeout is not None and not timeout > 0:

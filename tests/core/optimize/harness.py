@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from optiflow.core.actions import Action, EvalTarget, RewriteReply, RewriteRequest, Step, StepResults
+from optiflow.core.actions import Action
 from optiflow.core.base import JSONValue
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.optimize.history import TrialHistory
@@ -31,6 +31,7 @@ from optiflow.core.optimize.state import OptimizeState
 from optiflow.core.optimize.trial import TrialResult
 from optiflow.core.optimize.workflow import OptimizeWorkflow
 from optiflow.core.prompt import Prompt, SectionPath
+from optiflow.core.step import EvalTarget, RewriteReply, RewriteRequest, Step, StepResults
 
 Bodies = Mapping[SectionPath, str]
 Params = Mapping[str, JSONValue]
@@ -111,7 +112,8 @@ def run_optimize(
     optimizer: Optimizer | None = None,
 ) -> Run:
     wf = OptimizeWorkflow(spec, job_id, clock=clock or FakeClock(), optimizer=optimizer)
-    state, action = wf.start()
+    tr = wf.start()
+    state, action = tr.state, tr.action
     steps: list[Step] = []
     while isinstance(action, Step):
         steps.append(action)
@@ -124,7 +126,8 @@ def run_optimize(
         dumped: dict[str, Any] = state.model_dump(mode="json")
         restored = OptimizeWorkflow.load_state(dumped)
         assert restored == state, "the checkpoint does not round-trip"
-        state, action = wf.advance(restored, StepResults(evals=tuple(evals), rewrites=replies))
+        tr = wf.advance(restored, StepResults(step=action, evals=tuple(evals), rewrites=replies))
+        state, action = tr.state, tr.action
     return Run(action=action, state=state, steps=steps, workflow=wf)
 
 

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from optiflow.core.actions import RewriteReply, RewriteRequest, Step
 from optiflow.core.checks import run_check
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.optimize.spec import OptimizeSpec
 from optiflow.core.overrides import PromptOverrides
+from optiflow.core.step import RewriteReply, RewriteRequest, Step
 from optiflow.files import load_dataset, load_prompt, read_yaml
 from optiflow.llm.compress import clean_output
 from optiflow.llm.rewrite import rewrite_messages

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
-from optiflow.core.actions import FailingExample, Finish, IterationFeedback, RewriteRequest
+from optiflow.core.actions import Finish
 from optiflow.core.model import ModelConfig
 from optiflow.core.optimize.configuration import config_sections
 from optiflow.core.optimize.document import history_document
@@ -16,6 +16,7 @@ from optiflow.core.optimize.replay import replay
 from optiflow.core.optimize.report import OptimizationHistory
 from optiflow.core.optimize.structured import StructuredOptimizerSpec
 from optiflow.core.optimize.termination import TerminationCause
+from optiflow.core.step import FailingExample, IterationFeedback, RewriteRequest
 from optiflow.llm.rewrite import REWRITE_MARKER, rewrite_messages
 from optiflow.llm.simulated import GENERIC_ANSWER, SimulatedModel, policy_decision, rewrite_plan
 

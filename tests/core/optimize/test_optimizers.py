@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import pytest
 
-from optiflow.core.actions import RewriteReply
 from optiflow.core.evaluation import TrialSummary
 from optiflow.core.model import ModelConfig
 from optiflow.core.optimize.configuration import (
@@ -26,6 +25,7 @@ from optiflow.core.optimize.rewrite import (
 )
 from optiflow.core.optimize.search import GridSearchSpec, RandomSearchSpec, SearchOptimizer
 from optiflow.core.optimize.trial import FailingSample, TrialResult
+from optiflow.core.step import RewriteReply
 
 from .harness import T0
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from optiflow.core.actions import EvalTarget, Fail, Finish, RewriteReply, RewriteRequest, Step, StepResults
+from optiflow.core.actions import Fail, Finish
 from optiflow.core.dataset import Dataset, Sample
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.optimize.configuration import config_hash, make_config
@@ -18,6 +18,7 @@ from optiflow.core.optimize.state import OptimizeState
 from optiflow.core.optimize.termination import TerminationCause
 from optiflow.core.optimize.workflow import OptimizeWorkflow
 from optiflow.core.prompt import SectionPath
+from optiflow.core.step import EvalTarget, RewriteReply, RewriteRequest, Step, StepResults
 
 from .conftest import PROMPT, rules_passing, spec_of
 from .harness import T0, Bodies, FakeClock, Params, ScriptedOptimizer, evaluate_target, run_optimize
@@ -316,7 +317,8 @@ def test_state_round_trips_and_a_fresh_workflow_resumes_identically(spec: Optimi
 
     clock = FakeClock()
     wf = OptimizeWorkflow(spec, "job1", clock=clock, optimizer=ScriptedOptimizer(script))
-    state, action = wf.start()
+    tr = wf.start()
+    state, action = tr.state, tr.action
     while isinstance(action, Step):
         evals = tuple(r for t in action.targets for r in evaluate_target(spec.prompt, t, by_rules))
         saved = state.model_dump(mode="json")
@@ -324,7 +326,8 @@ def test_state_round_trips_and_a_fresh_workflow_resumes_identically(spec: Optimi
         fresh = OptimizeWorkflow(
             spec, "job1", clock=clock, optimizer=ScriptedOptimizer(script)
         )  # a new process
-        state, action = fresh.advance(OptimizeWorkflow.load_state(saved), StepResults(evals=evals))
+        tr = fresh.advance(OptimizeWorkflow.load_state(saved), StepResults(step=action, evals=evals))
+        state, action = tr.state, tr.action
     assert isinstance(action, Finish)
     assert action.report == straight
     assert OptimizationHistory.model_validate(straight.model_dump(mode="json")) == straight
@@ -333,7 +336,7 @@ def test_state_round_trips_and_a_fresh_workflow_resumes_identically(spec: Optimi
 def test_advance_after_the_end_fails(spec: OptimizeSpec) -> None:
     run = run_optimize(spec, by_temperature)
     assert run.workflow is not None
-    _, action = run.workflow.advance(run.state, StepResults())
+    action = run.workflow.advance(run.state, StepResults(step=run.steps[-1])).action
     assert isinstance(action, Fail)
 
 

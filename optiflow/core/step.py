@@ -1,0 +1,132 @@
+"""A step: one unit of distributed work a workflow asks for, and the results it gets back.
+
+The driver (the only code that knows Celery) turns a :class:`Step` into one chord: an evaluation
+per (target, sample, run), a proposal per section, a rewrite per request, all in parallel; the
+chord's body hands their results back to the workflow as :class:`StepResults`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.evaluation import EvalResult
+from optiflow.core.experiment import Experiment
+from optiflow.core.model import ModelConfig
+from optiflow.core.overrides import SectionOverride
+from optiflow.core.prompt import SectionPath
+
+
+class EvalTarget(Frozen):
+    """Evaluate ``sample_ids`` x ``runs`` under ``experiment``.
+
+    ``overrides`` is what the driver writes under ``experiment.overrides_tag`` before the step
+    (and deletes after). ``guard`` enables fail-fast: a failure of one of these samples is a
+    regression, after which the experiment's remaining evaluations are skipped.
+    """
+
+    experiment: Experiment
+    overrides: tuple[SectionOverride, ...] = ()
+    model_params: dict[str, JSONValue] = Field(default_factory=dict)
+    sample_ids: tuple[str, ...]
+    runs: int = Field(ge=1)
+    guard: frozenset[str] | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.sample_ids) * self.runs
+
+
+class SectionEdit(Frozen):
+    """A proposed new body for one section (seed 000)."""
+
+    path: SectionPath
+    original_hash: str
+    proposed_body: str
+    original_tokens: int
+    proposed_tokens: int
+
+    @property
+    def token_reduction(self) -> int:
+        return self.original_tokens - self.proposed_tokens
+
+
+class ProposalError(Frozen):
+    path: SectionPath
+    error: str
+
+
+class IterationFeedback(Frozen):
+    """One past iteration as a rewrite request shows it (seed 003: the last 3 iterations)."""
+
+    iteration: int = Field(ge=0)
+    score: float | None
+    success_rate: float | None
+
+
+class FailingExample(Frozen):
+    """A sample the current best configuration fails, shown to the rewriting model."""
+
+    sample_id: str
+    input: JSONValue
+    expected: JSONValue = None
+    reason: str = ""
+
+
+class RewriteRequest(Frozen):
+    """Ask a model for a better body of one section (the LLM rewrite mutator's I/O, as data).
+
+    The driver runs each request as one task (:func:`optiflow.llm.rewrite.run_rewrite`) in the
+    step's chord and hands the answers back as :class:`RewriteReply` in ``StepResults.rewrites``;
+    the workflow validates the text (non-empty, at most ``max_length`` characters).
+    """
+
+    id: str = Field(min_length=1)
+    model: ModelConfig
+    prompt_id: str = ""
+    section: SectionPath
+    current: str
+    max_length: int = Field(ge=1)
+    iterations: tuple[IterationFeedback, ...] = ()
+    failing: tuple[FailingExample, ...] = ()
+    instructions: str = ""
+    variant: int = Field(default=0, ge=0)
+
+
+class RewriteReply(Frozen):
+    """What one rewrite request produced: the model's text, or the error that stopped it."""
+
+    id: str
+    text: str | None = None
+    error: str | None = None
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    cost: float = Field(default=0.0, ge=0.0)
+
+
+class Step(Frozen):
+    """One unit of distributed work: every target's evaluations, every section proposal and every
+    rewrite request run in parallel; ``advance`` is called once with all of their results."""
+
+    type: Literal["step"] = "step"
+    index: int = Field(ge=0)
+    name: str
+    targets: tuple[EvalTarget, ...] = ()
+    propose: tuple[SectionPath, ...] = ()
+    rewrites: tuple[RewriteRequest, ...] = ()
+
+    @property
+    def size(self) -> int:
+        return sum(t.size for t in self.targets) + len(self.propose) + len(self.rewrites)
+
+
+class StepResults(Frozen):
+    """What a step's chord produced, with the step it answers."""
+
+    step: Step
+    evals: tuple[EvalResult, ...] = ()
+    edits: tuple[SectionEdit, ...] = ()
+    proposal_errors: tuple[ProposalError, ...] = ()
+    rewrites: tuple[RewriteReply, ...] = ()

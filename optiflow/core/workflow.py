@@ -1,0 +1,110 @@
+"""The contract between a job kind's workflow and the driver (pure).
+
+A workflow is a state machine over a frozen, JSON round-trippable state (the checkpoint):
+``start(count_tokens)`` and ``advance(state, results)`` each return a :class:`Transition`: the
+new state, the next action, and what the step produced (trials, rejections, events). The driver
+persists a transition in one transaction and launches its action; it never looks inside a state.
+
+Every kind's state extends :class:`~optiflow.core.checkpoint.JobState`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from optiflow.core import progress
+from optiflow.core.actions import Action, Fail, Finish
+from optiflow.core.checkpoint import JobState
+from optiflow.core.records import Event, Rejection, Trial
+from optiflow.core.step import Step, StepResults
+
+TokenCounter = Callable[[str], int]
+
+
+S = TypeVar("S", bound=JobState)
+S_co = TypeVar("S_co", bound=JobState, covariant=True)
+
+
+@dataclass(frozen=True)
+class Transition(Generic[S]):
+    """A workflow's answer to ``start`` or ``advance``: everything the driver writes and runs."""
+
+    state: S
+    action: Action
+    trials: tuple[Trial, ...] = ()
+    rejections: tuple[Rejection, ...] = ()
+    events: tuple[Event, ...] = ()
+
+    @property
+    def step_index(self) -> int:
+        """The job's step after this transition: the next step's index, or the steps done."""
+        return self.action.index if isinstance(self.action, Step) else self.state.step_index
+
+    @property
+    def ends(self) -> bool:
+        return isinstance(self.action, Finish | Fail)
+
+
+class Workflow(Protocol[S]):
+    """What the driver needs of a job kind's workflow."""
+
+    def start(self, count_tokens: TokenCounter) -> Transition[S]: ...
+
+    def advance(self, state: S, results: StepResults) -> Transition[S]: ...
+
+    def load_state(self, data: Mapping[str, Any]) -> S: ...
+
+
+def started(state: S, action: Action, *, events: Sequence[Event] = ()) -> Transition[S]:
+    """The transition of ``start``: the first action, and the progress before any step."""
+    counts = progress.counts_after(_next_step(action), completed=0, failed=0, rejected=0, evaluations_done=0)
+    return Transition(state, action, events=(*events, progress.progress_event(0, counts)))
+
+
+def advanced(
+    state: S,
+    results: StepResults,
+    action: Action,
+    *,
+    rejected: int,
+    trials: Sequence[Trial] | None = None,
+    rejections: Sequence[Rejection] = (),
+    events: Sequence[Event] = (),
+) -> Transition[S]:
+    """The transition of ``advance``: the step's trials (one per target, unless the workflow
+    gives richer ones), the trial counts carried in the state, and the events a watcher sees —
+    the trials, the progress counts, then the workflow's own (iterations, a new best)."""
+    made = tuple(progress.step_trials(results.step, results) if trials is None else trials)
+    state = state.model_copy(
+        update={
+            "trials_completed": state.trials_completed + sum(1 for t in made if t.status == "completed"),
+            "trials_failed": state.trials_failed + sum(1 for t in made if t.status == "failed"),
+        }
+    )
+    counts = progress.counts_after(
+        _next_step(action),
+        completed=state.trials_completed,
+        failed=state.trials_failed,
+        rejected=rejected,
+        evaluations_done=state.stats.evaluations,
+    )
+    return Transition(
+        state,
+        action,
+        trials=made,
+        rejections=tuple(rejections),
+        events=(
+            *progress.trial_events(made),
+            progress.progress_event(results.step.index + 1, counts),
+            *events,
+        ),
+    )
+
+
+def _next_step(action: Action) -> Step | None:
+    return action if isinstance(action, Step) else None
+
+
+__all__ = ["TokenCounter", "Transition", "Workflow", "advanced", "started"]
