@@ -45,7 +45,7 @@ from optiflow.core.dataset import Dataset
 from optiflow.core.evaluation import EvalResult, summarize
 from optiflow.core.model import ModelConfig
 from optiflow.core.overrides import PromptOverrides
-from optiflow.core.prompt import path_str
+from optiflow.core.sections import path_str
 from optiflow.core.strategy import LLMStrategySpec
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job

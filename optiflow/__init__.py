@@ -31,8 +31,9 @@ if TYPE_CHECKING:
     from optiflow.core.experiment import Experiment
     from optiflow.core.model import ModelConfig
     from optiflow.core.overrides import PromptOverrides, SectionOverride, Version
-    from optiflow.core.prompt import Prompt, PromptDescriptor, Section
+    from optiflow.core.prompt import Prompt, Section
     from optiflow.core.result import OptimizeResult
+    from optiflow.core.sections import PromptDescriptor
     from optiflow.interfaces.client import Client, JobHandle
     from optiflow.settings import Settings
 

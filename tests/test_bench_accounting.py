@@ -8,7 +8,7 @@ import pytest
 from bench.compress import EXAMPLE, fewest_calls, seed_calls
 from optiflow.core.compress.report import Modification, OptimizationReport, RejectedModification
 from optiflow.core.compress.spec import CompressSpec
-from optiflow.core.prompt import parse_path
+from optiflow.core.sections import parse_path
 from optiflow.jobfile import load_job
 
 UNIT = 44 * 3  # the example: 44 samples, eval_runs 3

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pydantic import Field, field_validator
 
 from optiflow.core.base import Frozen, JSONValue
-from optiflow.core.prompt import PromptDescriptor, SectionPath, parse_path, path_str
+from optiflow.core.sections import PromptDescriptor, SectionPath, parse_path, path_str
 from optiflow.errors import StaleOverrideError, ValidationError
 
 STABLE = "stable"

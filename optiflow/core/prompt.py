@@ -7,43 +7,30 @@ the body it was made against, so an override made for an older body is never app
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 from collections.abc import Mapping
 from string import Template
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
 from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.overrides import PromptOverrides, SectionOverride
+from optiflow.core.sections import (
+    NAME,
+    PromptDescriptor,
+    SectionDescriptor,
+    SectionPath,
+    parse_path,
+    path_str,
+    section_hash,
+)
 from optiflow.errors import ValidationError
-
-if TYPE_CHECKING:
-    from optiflow.core.overrides import PromptOverrides, SectionOverride
 
 log = logging.getLogger(__name__)
 
-SectionPath = tuple[str, ...]
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _PARAM = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def section_hash(body: str) -> str:
-    """sha256 hex digest of a section's base body: the identity an override is made against."""
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
-
-
-def path_str(path: SectionPath) -> str:
-    """``("rules", "refunds")`` -> ``"rules/refunds"``: the form used in files and CLI output."""
-    return "/".join(path)
-
-
-def parse_path(text: str) -> SectionPath:
-    parts = tuple(p for p in text.strip().split("/") if p)
-    if not parts or not all(_NAME.match(p) for p in parts):
-        raise ValidationError(f"invalid section path {text!r}", field="path")
-    return parts
 
 
 def template_params(text: str) -> frozenset[str]:
@@ -69,35 +56,13 @@ class Section(Frozen):
     @field_validator("path")
     @classmethod
     def _check_path(cls, value: SectionPath) -> SectionPath:
-        if not value or not all(_NAME.match(p) for p in value):
+        if not value or not all(NAME.match(p) for p in value):
             raise ValueError(f"invalid section path {value!r}")
         return value
 
     @property
     def hash(self) -> str:
         return section_hash(self.body)
-
-
-class SectionDescriptor(Frozen):
-    path: SectionPath
-    hash: str
-    frozen: bool
-
-
-class PromptDescriptor(Frozen):
-    """What a store needs to validate overrides: identity plus each section's hash and flag."""
-
-    ns: str
-    key: str
-    sections: tuple[SectionDescriptor, ...]
-
-    def section(self, path: SectionPath) -> SectionDescriptor:
-        for s in self.sections:
-            if s.path == path:
-                return s
-        raise ValidationError(
-            f"unknown section {path_str(path)!r} in prompt {self.ns}/{self.key}", field="path"
-        )
 
 
 class RenderedPrompt(Frozen):

@@ -16,7 +16,7 @@ from optiflow.core.evaluation import EvalResult
 from optiflow.core.experiment import Experiment
 from optiflow.core.model import ModelConfig
 from optiflow.core.overrides import SectionOverride
-from optiflow.core.prompt import SectionPath
+from optiflow.core.sections import SectionPath
 
 
 class EvalTarget(Frozen):

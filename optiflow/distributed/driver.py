@@ -26,8 +26,8 @@ from optiflow.core.evaluation import EvalResult
 from optiflow.core.experiment import temp_tag_prefix
 from optiflow.core.kinds import AnyReport
 from optiflow.core.overrides import now
-from optiflow.core.prompt import path_str
 from optiflow.core.result import FinalStatus, OptimizeResult
+from optiflow.core.sections import path_str
 from optiflow.core.step import ProposalError, RewriteReply, SectionEdit, Step, StepResults
 from optiflow.core.workflow import Transition
 from optiflow.distributed.publishing import batched

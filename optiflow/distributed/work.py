@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.evaluation import EvalResult
-from optiflow.core.prompt import SectionPath, parse_path
+from optiflow.core.sections import SectionPath, parse_path
 from optiflow.core.step import ProposalError, SectionEdit
 from optiflow.distributed.scratch import cache_key
 from optiflow.errors import OptiflowError

@@ -22,7 +22,8 @@ from pydantic import TypeAdapter
 
 from optiflow.core.compress.rules import compress_text
 from optiflow.core.model import ModelConfig
-from optiflow.core.prompt import Prompt, Section, path_str, template_params
+from optiflow.core.prompt import Prompt, Section, template_params
+from optiflow.core.sections import path_str
 from optiflow.core.strategy import LLMStrategySpec, RuleStrategySpec, StrategySpec
 from optiflow.errors import ModelProviderError, ValidationError
 from optiflow.llm.markers import COMPRESS_MARKER

@@ -16,7 +16,8 @@ import json
 from typing import Any
 
 from optiflow.core.base import JSONValue
-from optiflow.core.prompt import path_str, template_params
+from optiflow.core.prompt import template_params
+from optiflow.core.sections import path_str
 from optiflow.core.step import RewriteReply, RewriteRequest
 from optiflow.llm.compress import clean_output
 from optiflow.llm.markers import REWRITE_MARKER

@@ -26,7 +26,8 @@ from optiflow.core.overrides import (
     now,
     validate_overrides,
 )
-from optiflow.core.prompt import Prompt, PromptDescriptor, path_str
+from optiflow.core.prompt import Prompt
+from optiflow.core.sections import PromptDescriptor, path_str
 from optiflow.errors import NotFoundError, ValidationError
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")

@@ -21,7 +21,8 @@ from typing import Protocol, runtime_checkable
 
 from optiflow.core.base import JSONValue
 from optiflow.core.overrides import STABLE, PromptOverrides, SectionOverride, Version
-from optiflow.core.prompt import Prompt, PromptDescriptor
+from optiflow.core.prompt import Prompt
+from optiflow.core.sections import PromptDescriptor
 
 
 @runtime_checkable

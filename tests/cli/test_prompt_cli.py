@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from optiflow.core.overrides import SectionOverride
-from optiflow.core.prompt import section_hash
+from optiflow.core.sections import section_hash
 from optiflow.stores import FilesystemOverridesStore
 from tests.cli.conftest import Cli
 

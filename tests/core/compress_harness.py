@@ -13,7 +13,7 @@ from optiflow.core.compress.report import Modification, OptimizationReport, Reje
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.compress.workflow import CompressWorkflow
 from optiflow.core.evaluation import EvalResult, summarize
-from optiflow.core.prompt import SectionPath
+from optiflow.core.sections import SectionPath
 from optiflow.core.step import EvalTarget, SectionEdit, Step, StepResults
 
 Bodies = Mapping[SectionPath, str]

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from optiflow.core.compress.report import OptimizationReport
-from optiflow.core.prompt import path_str
 from optiflow.core.result import OptimizeResult
+from optiflow.core.sections import path_str
 from optiflow.errors import JobError
 from optiflow.interfaces.client import Client, JobHandle
 from optiflow.jobfile import load_job

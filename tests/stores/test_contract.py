@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from optiflow.core.overrides import PromptOverrides, SectionOverride
-from optiflow.core.prompt import Prompt, Section, SectionPath
+from optiflow.core.prompt import Prompt, Section
+from optiflow.core.sections import SectionPath
 from optiflow.errors import ConfigError, NotFoundError, StaleOverrideError, ValidationError
 from optiflow.settings import Settings
 from optiflow.stores import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from optiflow.core.base import Verbosity
 from optiflow.core.compress.report import OptimizationReport
-from optiflow.core.prompt import path_str
+from optiflow.core.sections import path_str
 
 
 def headline(report: OptimizationReport) -> str:

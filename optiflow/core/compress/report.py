@@ -8,7 +8,7 @@ from pydantic import Field, computed_field, model_validator
 
 from optiflow.core.base import Frozen
 from optiflow.core.evaluation import JobStats
-from optiflow.core.prompt import SectionPath
+from optiflow.core.sections import SectionPath
 from optiflow.core.step import ProposalError
 
 

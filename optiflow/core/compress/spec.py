@@ -11,7 +11,8 @@ from optiflow.core.checks import CheckSpec
 from optiflow.core.dataset import Dataset
 from optiflow.core.model import ModelConfig
 from optiflow.core.overrides import STABLE, SectionOverride
-from optiflow.core.prompt import Prompt, SectionPath
+from optiflow.core.prompt import Prompt
+from optiflow.core.sections import SectionPath
 from optiflow.core.strategy import StrategySpec
 
 

@@ -41,7 +41,7 @@ from optiflow.core.evaluation import (
 )
 from optiflow.core.experiment import Experiment, temp_tag_prefix
 from optiflow.core.overrides import SectionOverride
-from optiflow.core.prompt import SectionPath, path_str
+from optiflow.core.sections import SectionPath, path_str
 from optiflow.core.step import EvalTarget, ProposalError, SectionEdit, Step, StepResults
 from optiflow.core.workflow import TokenCounter, Transition, advanced, started
 

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from optiflow.core.base import Frozen, JSONValue
-from optiflow.core.prompt import SectionPath, parse_path, path_str
+from optiflow.core.sections import SectionPath, parse_path, path_str
 
 Configuration = dict[str, JSONValue]
 """``{"sections": {path: body}, "model_params": {name: value}}`` (both keys always present)."""

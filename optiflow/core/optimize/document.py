@@ -19,7 +19,7 @@ from optiflow.core.evaluation import TrialSummary
 from optiflow.core.optimize.configuration import config_params, config_sections
 from optiflow.core.optimize.report import OptimizationHistory
 from optiflow.core.optimize.trial import TrialResult
-from optiflow.core.prompt import path_str
+from optiflow.core.sections import path_str
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
 

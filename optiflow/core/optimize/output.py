@@ -18,7 +18,7 @@ from optiflow.core.optimize.history import IterationRecord
 from optiflow.core.optimize.report import OptimizationHistory
 from optiflow.core.optimize.scoring import Objective
 from optiflow.core.optimize.termination import TerminationReason
-from optiflow.core.prompt import path_str
+from optiflow.core.sections import path_str
 
 BOX_WIDTH = 68
 _INNER = BOX_WIDTH - 2

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from optiflow.core.base import Frozen, JSONValue
-from optiflow.core.prompt import SectionPath, parse_path
+from optiflow.core.sections import SectionPath, parse_path
 from optiflow.errors import OptiflowError
 
 ParamKind = Literal["float", "int", "order"]

@@ -30,7 +30,7 @@ from optiflow.core.optimize.protocol import (
     observe_best,
 )
 from optiflow.core.optimize.trial import TrialResult
-from optiflow.core.prompt import SectionPath, parse_path, path_str
+from optiflow.core.sections import SectionPath, parse_path, path_str
 from optiflow.core.step import FailingExample, IterationFeedback, RewriteReply, RewriteRequest
 from optiflow.errors import OptiflowError
 

@@ -30,7 +30,8 @@ from optiflow.core.optimize.search import GridSearchSpec, RandomSearchSpec
 from optiflow.core.optimize.structured import StructuredOptimizerSpec
 from optiflow.core.optimize.termination import CompositePolicy, parse_termination
 from optiflow.core.overrides import STABLE, SectionOverride
-from optiflow.core.prompt import Prompt, SectionPath, path_str
+from optiflow.core.prompt import Prompt
+from optiflow.core.sections import SectionPath, path_str
 
 
 class OptimizeSpec(Frozen):
@@ -175,7 +176,7 @@ class OptimizeSpec(Frozen):
 
 
 def _short_hash(body: str) -> str:
-    from optiflow.core.prompt import section_hash
+    from optiflow.core.sections import section_hash
 
     return section_hash(body)[:12]
 

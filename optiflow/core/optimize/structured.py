@@ -37,7 +37,7 @@ from optiflow.core.optimize.protocol import (
     observe_best,
 )
 from optiflow.core.optimize.trial import TrialResult
-from optiflow.core.prompt import path_str
+from optiflow.core.sections import path_str
 
 
 class StructuredOptimizerSpec(Frozen):

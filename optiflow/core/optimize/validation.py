@@ -32,8 +32,9 @@ from optiflow.core.optimize.configuration import (
     config_hash,
     normalize_value,
 )
-from optiflow.core.prompt import Prompt, SectionPath, parse_path, path_str, template_params
+from optiflow.core.prompt import Prompt, template_params
 from optiflow.core.records import Rejection
+from optiflow.core.sections import SectionPath, parse_path, path_str
 from optiflow.errors import OptiflowError
 
 ReasonCode = Literal[

@@ -50,8 +50,8 @@ from optiflow.core.optimize.termination import TerminationCause, TerminationReas
 from optiflow.core.optimize.trial import Candidate, TrialResult, build_trial
 from optiflow.core.optimize.validation import CandidateValidator
 from optiflow.core.overrides import SectionOverride, now
-from optiflow.core.prompt import SectionPath
 from optiflow.core.records import Event, Trial
+from optiflow.core.sections import SectionPath
 from optiflow.core.step import EvalTarget, RewriteReply, Step, StepResults
 from optiflow.core.workflow import TokenCounter, Transition, advanced, started
 

@@ -139,13 +139,14 @@ def submit(
         if client.runtime.embedded:
             wait_ = True  # the embedded worker lives in this process: stay until the job is done
         started = time.monotonic()
-        overrides = {} if fail_below is None else {"fail_below": fail_below}
-        if fail_below is not None:
-            from optiflow.jobfile import load_job
+        from optiflow.jobfile import load_job
 
-            if load_job(job_file).kind != "measure":
+        spec = load_job(job_file, store=client.runtime.store)
+        if fail_below is not None:
+            if spec.kind != "measure":
                 raise ValidationError("only measure jobs have a pass-rate floor", field="--fail-below")
-        job = client.submit_file(job_file, **overrides)
+            spec = spec.model_copy(update={"fail_below": fail_below})
+        job = client.submit(spec)
         # with --json, stdout holds nothing but the JSON document
         click.echo(f"submitted {job.id}", err=as_json)
         if not wait_:

@@ -46,7 +46,7 @@ def push(file: str) -> None:
 def show(ref: str, tag: str) -> None:
     """Sections of a prompt and which of them the tag overrides."""
     from optiflow.core.overrides import check_tag
-    from optiflow.core.prompt import path_str
+    from optiflow.core.sections import path_str
     from optiflow.llm.tokens import count_tokens
 
     ns, key = split_ref(ref)

@@ -30,7 +30,8 @@ from optiflow.core.optimize.spec import OptimizeSpec
 from optiflow.core.optimize.state import OptimizeState
 from optiflow.core.optimize.trial import TrialResult
 from optiflow.core.optimize.workflow import OptimizeWorkflow
-from optiflow.core.prompt import Prompt, SectionPath
+from optiflow.core.prompt import Prompt
+from optiflow.core.sections import SectionPath
 from optiflow.core.step import EvalTarget, RewriteReply, RewriteRequest, Step, StepResults
 
 Bodies = Mapping[SectionPath, str]

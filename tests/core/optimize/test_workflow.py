@@ -17,7 +17,7 @@ from optiflow.core.optimize.spec import OptimizeSpec
 from optiflow.core.optimize.state import OptimizeState
 from optiflow.core.optimize.termination import TerminationCause
 from optiflow.core.optimize.workflow import OptimizeWorkflow
-from optiflow.core.prompt import SectionPath
+from optiflow.core.sections import SectionPath
 from optiflow.core.step import EvalTarget, RewriteReply, RewriteRequest, Step, StepResults
 
 from .conftest import PROMPT, rules_passing, spec_of

@@ -1,0 +1,57 @@
+"""Section paths and a prompt's identity (pure, a leaf): what overrides are made against.
+
+A section is named by its path (``("rules", "refunds")``, written ``rules/refunds``) and
+identified by the sha256 of its base body; a :class:`PromptDescriptor` is what a store needs to
+validate overrides without the prompt's text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from optiflow.core.base import Frozen
+from optiflow.errors import ValidationError
+
+SectionPath = tuple[str, ...]
+NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+"""One part of a section path (or a tag-like name): letters, digits, ``.``, ``_``, ``-``."""
+
+
+def section_hash(body: str) -> str:
+    """sha256 hex digest of a section's base body: the identity an override is made against."""
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def path_str(path: SectionPath) -> str:
+    """``("rules", "refunds")`` -> ``"rules/refunds"``: the form used in files and CLI output."""
+    return "/".join(path)
+
+
+def parse_path(text: str) -> SectionPath:
+    parts = tuple(p for p in text.strip().split("/") if p)
+    if not parts or not all(NAME.match(p) for p in parts):
+        raise ValidationError(f"invalid section path {text!r}", field="path")
+    return parts
+
+
+class SectionDescriptor(Frozen):
+    path: SectionPath
+    hash: str
+    frozen: bool
+
+
+class PromptDescriptor(Frozen):
+    """What a store needs to validate overrides: identity plus each section's hash and flag."""
+
+    ns: str
+    key: str
+    sections: tuple[SectionDescriptor, ...]
+
+    def section(self, path: SectionPath) -> SectionDescriptor:
+        for s in self.sections:
+            if s.path == path:
+                return s
+        raise ValidationError(
+            f"unknown section {path_str(path)!r} in prompt {self.ns}/{self.key}", field="path"
+        )
