@@ -154,3 +154,14 @@ def test_loopback_detection() -> None:
     assert not any(
         is_loopback(h) for h in ("0.0.0.0", "::", "", "10.0.0.1", "256.1.1.1", "no-such-host.invalid")
     )
+
+
+def test_the_compose_api_service_has_a_token() -> None:
+    """compose's api listens on every interface of its container: without a token it would exit 2."""
+    import yaml
+
+    api = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["api"]
+    argv = api["command"]
+    assert not is_loopback(argv[argv.index("--host") + 1])
+    assert str(api["environment"]["OPTIFLOW_API_TOKEN"]).startswith("${OPTIFLOW_API_TOKEN:?")
+    assert all(str(p).startswith("127.0.0.1:") for p in api["ports"])

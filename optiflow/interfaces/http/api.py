@@ -237,6 +237,7 @@ class Api:
         self._submit_lock = threading.Lock()  # the embedded worker must be started once
         # Parsing a large body takes a few times its size in memory: two at a time at most.
         self._parsing = threading.BoundedSemaphore(2)
+        self._probe: Any = None  # the readiness probe's Redis client, made on first use
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
@@ -314,14 +315,13 @@ class Api:
 
     def _redis_probe(self) -> Any:
         """A Redis client of its own with short timeouts: a probe must not wait like a worker."""
-        probe = getattr(self, "_probe", None)
-        if probe is None:
+        if self._probe is None:
             import redis
 
             url = self.client.settings.redis_url
             assert url is not None
-            probe = self._probe = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
-        return probe
+            self._probe = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+        return self._probe
 
     def readiness_checks(self) -> dict[str, Any]:
         """What /readyz checks: the database always; Redis when distributed (embedded, the broker
