@@ -35,9 +35,12 @@ def guarded(serve: Serve) -> Iterator[Server]:
         yield server
 
 
+_http = httpx.Client(timeout=10)
+
+
 def request(server: Server, method: str, path: str, **kwargs: object) -> httpx.Response:
     body = {"json": job_document(2)} if method == "POST" and path == "/api/jobs" else {}
-    return httpx.request(method, server.url + path, timeout=10, **body, **kwargs)  # type: ignore[arg-type]
+    return _http.request(method, server.url + path, **body, **kwargs)  # type: ignore[arg-type]
 
 
 # -- Host -----------------------------------------------------------------------------------------

@@ -41,13 +41,13 @@ def live(serve: Serve) -> Iterator[Server]:
 # its fuzzing phase runs more examples instead, valid and invalid.
 CONFIG = {
     "seed": 1212,
-    "generation": {"max-examples": 25, "deterministic": True, "database": "none"},
+    "generation": {"max-examples": 20, "deterministic": True, "database": "none"},
     "operations": [
         {
             "include-path": "/api/jobs",
             "include-method": "POST",
             "phases": {"coverage": {"enabled": False}},
-            "generation": {"max-examples": 60},
+            "generation": {"max-examples": 40},
         }
     ],
 }

@@ -142,6 +142,12 @@ class JobsHandler(ApiHandler):
     _chunks: list[bytes]
     _size = 0
     _too_large = False
+    _body_read = False
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        if not self._body_read:  # refused before the body was read: the server closes; say so
+            self.set_header("Connection", "close")
+        super().write_error(status_code, **kwargs)
 
     def prepare(self) -> None:
         super().prepare()
@@ -179,11 +185,13 @@ class JobsHandler(ApiHandler):
         )
 
     async def get(self) -> None:
+        self._body_read = True
         limit = parse_limit(self.get_query_argument("limit", "100"))
         status, kind = self.get_query_argument("status", ""), self.get_query_argument("kind", "")
         self.send_json({"jobs": await self.blocking(self.api.list_jobs, status, kind, limit)})
 
     async def post(self) -> None:
+        self._body_read = True
         if self._too_large:
             raise self._body_too_large(self._size)
         body, self._chunks = b"".join(self._chunks), []
