@@ -1,6 +1,7 @@
-"""Redis down (issue 12): reading a job, its event stream and cancelling it answer 503 with a code,
-never 500, and write nothing; /healthz stays alive while /readyz names what is down; everything
-answers again once Redis is back. A throwaway redis-server of its own, never the shared one."""
+"""Redis or the database down (issue 12): reading a job, its event stream and cancelling it answer
+503 with a code, never 500, and write nothing; /healthz stays alive while /readyz names what is
+down; everything answers again once Redis is back. A throwaway redis-server of its own, never the
+shared one, and a throwaway PostgreSQL database."""
 
 from __future__ import annotations
 
@@ -18,8 +19,7 @@ from optiflow.llm.local_model import free_port
 from optiflow.settings import Settings
 from tests.support.http import Server, job_document, read_sse
 from tests.support.redis_server import RedisServer
-
-pytestmark = [pytest.mark.redis]
+from tests.support.workers import embedded_settings, postgres_database
 
 
 @pytest.fixture
@@ -30,6 +30,7 @@ def redis_server(redis_url: str, tmp_path: Path) -> Iterator[RedisServer]:
     server.stop()
 
 
+@pytest.mark.redis
 def test_redis_down_gives_503_with_a_code_and_readiness_names_it(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -89,3 +90,36 @@ def read_sse_lines(lines: Iterator[str]) -> list[dict[str, str]]:
             return lines
 
     return read_sse(Lines())  # type: ignore[arg-type]
+
+
+@pytest.mark.postgres
+def test_database_down_gives_503_with_a_code_and_readiness_names_it(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """The jobs database goes away (dropped under the server): every route that reads it answers
+    503 database_unavailable, /readyz names it, /healthz stays alive."""
+    import sqlalchemy as sa
+
+    with postgres_database(postgres_url) as url:
+        settings = embedded_settings(tmp_path).model_copy(update={"database_url": url})
+        with Client(settings) as client, Server(client, poll_s=0.05, keepalive_s=0.3) as server:
+            http = httpx.Client(base_url=server.url, timeout=10)
+            assert http.get("/api/jobs").status_code == 200
+            name = sa.make_url(url).database
+            engine = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+            with engine.connect() as conn:
+                conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+            engine.dispose()
+            for method, path in [
+                ("GET", "/api/jobs"),
+                ("GET", "/api/jobs/0123abcd"),
+                ("GET", "/api/jobs/0123abcd/events"),
+                ("POST", "/api/jobs/0123abcd/cancel"),
+                ("POST", "/api/jobs"),
+            ]:
+                response = http.request(method, path, json=job_document(2) if path == "/api/jobs" else None)
+                assert response.status_code == 503, (method, path, response.text)
+                assert response.json()["error"]["code"] == "database_unavailable"
+            assert http.get("/healthz").json() == {"ok": True}
+            ready = http.get("/readyz")
+            assert ready.status_code == 503 and ready.json()["down"] == ["database"]
