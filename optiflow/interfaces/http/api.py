@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from optiflow.core.history import RUN_FINISHED, Event
 from optiflow.core.jobs import KINDS
 from optiflow.core.limits import JobLimits, check_limits
-from optiflow.core.policy import ModelPolicy
+from optiflow.core.policy import ModelPolicy, PolicyError
 from optiflow.errors import (
     ConfigError,
     ConflictError,
@@ -66,8 +66,6 @@ _STATUS: tuple[tuple[type[OptiflowError], int], ...] = (
 
 
 def http_status(exc: OptiflowError) -> int:
-    from optiflow.core.policy import PolicyError
-
     if isinstance(exc, PolicyError):
         return 403  # the document is well formed; the server does not allow what it asks for
     return next((status for family, status in _STATUS if isinstance(exc, family)), 400)

@@ -150,8 +150,8 @@ class JobsHandler(ApiHandler):
         super().write_error(status_code, **kwargs)
 
     def prepare(self) -> None:
-        super().prepare()
         self._chunks = []
+        super().prepare()
         if self.request.method != "POST":
             return
         raw = self.request.headers.get("Content-Length")
