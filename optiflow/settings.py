@@ -8,11 +8,18 @@ real servers makes the same code distributed.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from optiflow.core.limits import JobLimits
+
+# A list setting from the environment: comma-separated (``a,b``) or a JSON list (``["a", "b"]``).
+Names = Annotated[tuple[str, ...], NoDecode]
 
 
 class Settings(BaseSettings):
@@ -43,6 +50,55 @@ class Settings(BaseSettings):
 
     http_host: str = Field(default="127.0.0.1", description="address `optiflow serve` listens on")
     http_port: int = Field(default=8765, ge=0, le=65535, description="port `optiflow serve` listens on")
+    http_proxy_headers: bool = Field(
+        default=False,
+        description="trust X-Forwarded-Proto / X-Real-IP from a TLS-terminating proxy in front "
+        "(the scheme the browser used decides the same-origin check)",
+    )
+    api_token: SecretStr | None = Field(
+        default=None,
+        description="bearer token every /api request must carry (Authorization: Bearer ...); "
+        "required when the server listens beyond loopback",
+    )
+    allowed_hosts: Names = Field(
+        default=(),
+        description="Host header names the HTTP server answers besides the bound address, localhost, "
+        "127.0.0.1 and ::1 (DNS rebinding); '*' answers any",
+    )
+    allowed_models: Names = Field(
+        default=(),
+        description="models a job document from HTTP may name besides the simulated optiflow/sim: "
+        "litellm names, 'provider/*' for a provider's models",
+    )
+    model_policy: Path | None = Field(
+        default=None,
+        description="a YAML/JSON file: models (names, or {model, api_base}) and extra params that job "
+        "documents from HTTP may use",
+    )
+    max_body_bytes: int = Field(
+        default=10 * 1024 * 1024, ge=1024, description="largest HTTP request body (413 above it)"
+    )
+    max_sample_runs: int = Field(
+        default=20_000, ge=1, description="samples x runs of one evaluation of a job's candidate"
+    )
+    max_iterations: int = Field(default=100, ge=1, description="largest max_iterations of an optimize job")
+
+    @field_validator("allowed_hosts", "allowed_models", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return tuple(part.strip() for part in text.split(",") if part.strip())
+        return value
+
+    @property
+    def job_limits(self) -> JobLimits:
+        """The caps every job document is checked against (:func:`optiflow.core.limits.check_limits`)."""
+        from optiflow.core.limits import JobLimits
+
+        return JobLimits(max_sample_runs=self.max_sample_runs, max_iterations=self.max_iterations)
 
     @property
     def distributed(self) -> bool:

@@ -8,7 +8,9 @@ optiflow's page, its REST API and its event streams, for the deployment configur
 from __future__ import annotations
 
 import logging
+import sys
 
+from optiflow.errors import OptiflowError
 from optiflow.interfaces.client import Client
 from optiflow.interfaces.http import serve
 
@@ -16,7 +18,16 @@ log = logging.getLogger("workers.api")
 
 
 def main() -> None:
+    """Exit code 2 with one line for a setting that keeps it from serving (as the CLI)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        run()
+    except OptiflowError as exc:
+        print(f"error[{exc.code}]: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def run() -> None:
     with Client.from_env() as client:
         settings = client.settings
         mode = "embedded worker: jobs run in this process" if client.runtime.embedded else "distributed"

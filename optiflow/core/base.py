@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict
 
 JSONValue = Any  # values that survive json.dumps: str, int, float, bool, None, list, dict
 
+MAX_NAME_LENGTH = 200
+"""The longest job name, sample id or tag: their database columns (``optiflow_*``) hold 200."""
+
 
 class Frozen(BaseModel):
     """Immutable model used for everything that crosses a process boundary."""

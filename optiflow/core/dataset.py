@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.base import MAX_NAME_LENGTH, Frozen, JSONValue
 
 Split = Literal["train", "val", "test"]
 
@@ -16,7 +16,7 @@ Split = Literal["train", "val", "test"]
 class Sample(Frozen):
     """One case: ``input`` (text, or a mapping of template params) and what is ``expected``."""
 
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     input: JSONValue
     expected: JSONValue = None
     tags: tuple[str, ...] = ()

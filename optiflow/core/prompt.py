@@ -88,8 +88,9 @@ class Prompt(Frozen):
     ``user``.
     """
 
-    ns: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
-    key: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    # ns and key: at most 128 characters, what the SQL store's columns hold
+    ns: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    key: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
     sections: tuple[Section, ...] = Field(min_length=1)
     user: str = "${input}"
     description: str = ""

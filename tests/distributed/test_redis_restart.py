@@ -8,14 +8,11 @@ report as an undisturbed run.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from optiflow.core.result import OptimizeResult
 from optiflow.errors import JobError
@@ -25,37 +22,11 @@ from optiflow.llm.local_model import free_port
 from optiflow.settings import Settings
 from tests.support.chaos import decisions, small, start_workers
 from tests.support.inline import run_inline
+from tests.support.redis_server import RedisServer
 from tests.support.workers import ROOT, WorkerProcess, worker_env
 
 pytestmark = [pytest.mark.redis, pytest.mark.workers]
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
-
-
-class RedisServer:
-    def __init__(self, port: int, log: Path) -> None:
-        self.port, self.log = port, log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        exe = shutil.which("redis-server")
-        if exe is None:
-            pytest.fail("redis-server not found")
-        argv = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        self.proc = subprocess.Popen(argv, stdout=self.log.open("a"), stderr=subprocess.STDOUT)
-        client = redis.Redis(port=self.port)
-        for _ in range(100):
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError(self.log.read_text())
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(10)
-            self.proc = None
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.base import MAX_NAME_LENGTH, Frozen, JSONValue
 from optiflow.core.checks import CheckSpec
 from optiflow.core.dataset import Dataset
 from optiflow.core.model import ModelConfig
@@ -20,7 +20,7 @@ class CompressSpec(Frozen):
     """Everything a compress job needs; self-contained so workers never re-read user files."""
 
     kind: Literal["compress"] = "compress"
-    name: str = "compress"
+    name: str = Field(default="compress", max_length=MAX_NAME_LENGTH)
     prompt: Prompt
     dataset: Dataset
     check: CheckSpec

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.base import MAX_NAME_LENGTH, Frozen, JSONValue
 from optiflow.core.checks import CheckSpec
 from optiflow.core.dataset import Dataset, Split
 from optiflow.core.model import ModelConfig
@@ -16,7 +16,7 @@ from optiflow.core.prompt import Prompt
 
 class MeasureSpec(Frozen):
     kind: Literal["measure"] = "measure"
-    name: str = Field(default="measure", min_length=1)
+    name: str = Field(default="measure", min_length=1, max_length=MAX_NAME_LENGTH)
     prompt: Prompt
     dataset: Dataset
     check: CheckSpec

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.base import MAX_NAME_LENGTH, Frozen, JSONValue
 from optiflow.core.checks import CheckSpec
 from optiflow.core.dataset import Dataset
 from optiflow.core.model import ModelConfig
@@ -36,9 +36,11 @@ from optiflow.core.sections import SectionPath, path_str
 
 class OptimizeSpec(Frozen):
     kind: Literal["optimize"] = "optimize"
-    name: str = Field(default="optimize", min_length=1)
+    name: str = Field(default="optimize", min_length=1, max_length=MAX_NAME_LENGTH)
     """The use case id (seed 003's ``useCaseId``)."""
-    experiment: str = Field(default="optimize", min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    experiment: str = Field(
+        default="optimize", min_length=1, max_length=MAX_NAME_LENGTH, pattern=r"^[A-Za-z0-9_.\-]+$"
+    )
     """The experiment id: the history file is ``optimizations/<name>/<experiment>_<timestamp>.yaml``."""
     prompt: Prompt
     dataset: Dataset

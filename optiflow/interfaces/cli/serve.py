@@ -22,8 +22,9 @@ def serve(host: str | None, port: int | None) -> None:
     """Serve the jobs page and the HTTP API until Ctrl-C/SIGTERM.
 
     GET / is the page; /api/jobs lists and submits jobs; /api/jobs/ID/events streams a job's
-    events. There is no authentication: keep it on 127.0.0.1 or behind an authenticating proxy.
-    On the embedded default, jobs submitted here run in this process."""
+    events. Beyond 127.0.0.1 it needs OPTIFLOW_API_TOKEN (every /api request then carries it);
+    see the README's Security section. On the embedded default, jobs submitted here run in this
+    process."""
     from optiflow.interfaces.client import Client
     from optiflow.interfaces.http import serve as serve_http
 

@@ -1,0 +1,372 @@
+"""The API's OpenAPI 3.1 document (``GET /api/openapi.json``).
+
+The job document's schema is generated from the pydantic specs (:data:`optiflow.core.kinds.JobSpec`)
+and adjusted to what an HTTP body carries: ``prompt`` inline or ``NS/KEY`` of a stored prompt,
+``dataset`` an inline list of samples, the compress ``strategy`` optional (the job's model
+compresses by default). Every route lists its parameters, its bodies and its refusals, which all
+share one error shape.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any
+
+from pydantic import TypeAdapter
+
+REF = "#/components/schemas/{model}"
+NS_KEY = r"^[A-Za-z0-9_.\-]+/[A-Za-z0-9_.\-]+$"
+
+_ERRORS = {
+    "400": "refused input: the field it names is wrong (code validation_error, limit_exceeded, ...)",
+    "401": "no token, or a wrong one (code unauthorized); only when the server has OPTIFLOW_API_TOKEN",
+    "403": "a Host the server does not answer to, a write from another origin, or a job document "
+    "outside the model policy (host_not_allowed, forbidden, policy_violation)",
+    "404": "no such job, prompt or route (not_found)",
+    "409": "the job is not in a state that allows this (job_conflict)",
+    "413": "the body is larger than OPTIFLOW_MAX_BODY_BYTES (body_too_large)",
+    "503": "Redis, the broker or the database does not answer (redis_unavailable, ...)",
+}
+
+
+def _error(status: str) -> dict[str, Any]:
+    return {
+        "description": _ERRORS[status],
+        "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}},
+    }
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": REF.format(model=name)}
+
+
+JOB_ID = {
+    "name": "job_id",
+    "in": "path",
+    "required": True,
+    "description": "the id POST /api/jobs returned",
+    "schema": {"type": "string", "minLength": 1},
+}
+
+
+def _responses(ok: dict[str, Any], *errors: str) -> dict[str, Any]:
+    return {**ok, **{status: _error(status) for status in ("401", "403", *errors)}}
+
+
+def _job_document_schemas() -> dict[str, Any]:
+    """The specs' JSON schemas (``$defs`` as components), adjusted to a job document."""
+    from optiflow.core.kinds import JobSpec
+
+    schema = TypeAdapter(JobSpec).json_schema(ref_template=REF, mode="validation")
+    defs: dict[str, Any] = schema.pop("$defs")
+    prompt = {
+        "anyOf": [
+            _ref("Prompt"),
+            {"type": "string", "pattern": NS_KEY, "description": "NS/KEY of a prompt pushed to the store"},
+        ]
+    }
+    dataset = {
+        "type": "array",
+        "minItems": 1,
+        "items": _ref("Sample"),
+        "description": "the samples, inline (ids unique)",
+    }
+    for name in ("CompressSpec", "OptimizeSpec", "MeasureSpec"):
+        spec = defs[name]
+        spec["properties"]["prompt"] = copy.deepcopy(prompt)
+        spec["properties"]["dataset"] = copy.deepcopy(dataset)
+        required = ["kind", "prompt", "dataset", "check", "model"]
+        if name == "OptimizeSpec":
+            required.append("optimizer")
+        spec["required"] = required
+        spec.pop("title", None)
+    defs["CompressSpec"]["properties"]["strategy"]["description"] = (
+        "default: {type: llm, model: <the job's model>}"
+    )
+    defs["JobDocument"] = {
+        "description": "A job document: the fields of a job file, with the prompt and the samples inline.",
+        "oneOf": [_ref("CompressSpec"), _ref("OptimizeSpec"), _ref("MeasureSpec")],
+        "discriminator": {
+            "propertyName": "kind",
+            "mapping": {
+                k: REF.format(model=f"{k.capitalize()}Spec") for k in ("compress", "optimize", "measure")
+            },
+        },
+    }
+    return defs
+
+
+EXAMPLE_DOCUMENT: dict[str, Any] = {
+    "kind": "compress",
+    "name": "refunds",
+    "prompt": {
+        "ns": "demo",
+        "key": "refunds",
+        "sections": [
+            {
+                "path": "rules",
+                "body": "You are a helpful assistant for an online shop, and you always answer politely. "
+                "When a customer asks about refunds, reply with code RFD-201. "
+                "Thank the customer for their patience and wish them a pleasant day.",
+            }
+        ],
+    },
+    "dataset": [
+        {"id": "r1", "input": "How long does my refund take?", "expected": "RFD-201"},
+        {"id": "r2", "input": "Where is the refund for my chairs?", "expected": "RFD-201"},
+    ],
+    "check": {"type": "contains"},
+    "model": {"model": "optiflow/sim"},
+    "strategy": {"type": "rule"},
+    "eval_runs": 1,
+    "min_section_tokens": 10,
+}
+"""A compress job on the simulated model: what a document looks like (and a request that works)."""
+
+_JOB_SUMMARY = {
+    "type": "object",
+    "required": ["id", "kind", "name", "status", "step_index", "error", "created_at", "updated_at"],
+    "properties": {
+        "id": {"type": "string"},
+        "kind": {"type": "string", "enum": ["compress", "optimize", "measure"]},
+        "name": {"type": "string"},
+        "status": {"type": "string", "enum": ["queued", "running", "completed", "failed", "cancelled"]},
+        "step_index": {"type": "integer"},
+        "error": {"type": ["string", "null"]},
+        "created_at": {"type": "string", "format": "date-time"},
+        "updated_at": {"type": "string", "format": "date-time"},
+    },
+}
+
+_SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "field", "message"],
+                "properties": {
+                    "code": {"type": "string", "description": "stable, e.g. validation_error"},
+                    "field": {"type": ["string", "null"], "description": "the input it names"},
+                    "message": {"type": "string"},
+                },
+            }
+        },
+    },
+    "JobSummary": _JOB_SUMMARY,
+    "Job": {
+        "allOf": [
+            _ref("JobSummary"),
+            {
+                "type": "object",
+                "required": ["progress", "result"],
+                "properties": {
+                    "progress": {
+                        "description": "the running step's evaluations (null when none runs)",
+                        "anyOf": [
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "step": {"type": "integer"},
+                                    "done": {"type": "integer"},
+                                    "total": {"type": "integer"},
+                                },
+                            },
+                            {"type": "null"},
+                        ],
+                    },
+                    "result": {
+                        "description": "the OptimizeResult once finished",
+                        "type": ["object", "null"],
+                    },
+                },
+            },
+        ]
+    },
+    "Probe": {
+        "type": "object",
+        "required": ["ok"],
+        "properties": {
+            "ok": {"type": "boolean"},
+            "checks": {"type": "object", "additionalProperties": {"type": "string"}},
+            "down": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+}
+
+
+@functools.cache
+def openapi_document(token_required: bool = False) -> dict[str, Any]:
+    """The document; ``token_required``: every /api operation needs the bearer token."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("optiflow")
+    except PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
+        release = "0"
+    api_security: list[dict[str, list[str]]] = [{"bearerAuth": []}] if token_required else [{}]
+    limit = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}
+    seq = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
+    paths: dict[str, Any] = {
+        "/healthz": {
+            "get": {
+                "summary": "liveness (open; ?ready=1 is /readyz)",
+                "security": [{}],
+                "parameters": [{"name": "ready", "in": "query", "schema": {"type": "string"}}],
+                "responses": {"200": _json(_ref("Probe"), "alive"), "503": _json(_ref("Probe"), "not ready")},
+            }
+        },
+        "/readyz": {
+            "get": {
+                "summary": "readiness: the database and Redis answer (open)",
+                "security": [{}],
+                "responses": {
+                    "200": _json(_ref("Probe"), "ready"),
+                    "503": _json(_ref("Probe"), "a part is down; `down` names it"),
+                },
+            }
+        },
+        "/api/openapi.json": {
+            "get": {
+                "summary": "this document",
+                "responses": _responses(_json_ok("the OpenAPI document", {"type": "object"})),
+            }
+        },
+        "/api/jobs": {
+            "get": {
+                "summary": "recent jobs, newest first",
+                "parameters": [
+                    {
+                        "name": "status",
+                        "in": "query",
+                        "description": "one status or several, comma-separated",
+                        "schema": {"type": "string"},
+                    },
+                    {"name": "kind", "in": "query", "schema": {"type": "string"}},
+                    limit,
+                ],
+                "responses": _responses(
+                    _json_ok(
+                        "the jobs",
+                        {
+                            "type": "object",
+                            "required": ["jobs"],
+                            "properties": {"jobs": {"type": "array", "items": _ref("JobSummary")}},
+                        },
+                    ),
+                    "400",
+                    "503",
+                ),
+            },
+            "post": {
+                "summary": "submit a job document; nothing is written when it is refused",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {"schema": _ref("JobDocument"), "example": EXAMPLE_DOCUMENT}
+                    },
+                },
+                "responses": _responses(
+                    {
+                        "201": {
+                            "description": "queued",
+                            "headers": {"Location": {"schema": {"type": "string"}}},
+                            "content": {
+                                "application/json": {
+                                    "schema": {
+                                        "type": "object",
+                                        "required": ["id", "status"],
+                                        "properties": {
+                                            "id": {"type": "string"},
+                                            "status": {"const": "queued"},
+                                        },
+                                    }
+                                }
+                            },
+                        }
+                    },
+                    "400",
+                    "404",
+                    "413",
+                    "503",
+                ),
+            },
+        },
+        "/api/jobs/{job_id}": {
+            "get": {
+                "summary": "the job, its live progress, its result once finished",
+                "parameters": [JOB_ID],
+                "responses": _responses(_json_ok("the job", _ref("Job")), "404", "503"),
+            }
+        },
+        "/api/jobs/{job_id}/cancel": {
+            "post": {
+                "summary": "cancel an unfinished job",
+                "parameters": [JOB_ID],
+                "responses": _responses(
+                    {
+                        "200": _json(_ref("JobSummary"), "ended (cancelled)"),
+                        "202": _json(_ref("JobSummary"), "ends at its current step"),
+                    },
+                    "404",
+                    "409",
+                    "503",
+                ),
+            }
+        },
+        "/api/jobs/{job_id}/events": {
+            "get": {
+                "summary": "Server-Sent Events: the job's stored events in seq order until run_finished",
+                "parameters": [
+                    JOB_ID,
+                    {"name": "after", "in": "query", "description": "resume after this seq", "schema": seq},
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "description": "resume after this seq (wins over ?after)",
+                        "schema": seq,
+                    },
+                ],
+                "responses": _responses(
+                    {
+                        "200": {
+                            "description": "the stream (id: seq, event: type, data: the event as JSON)",
+                            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                        },
+                        "204": {"description": "nothing is left to send"},
+                    },
+                    "400",
+                    "404",
+                    "503",
+                ),
+            }
+        },
+    }
+    for path, item in paths.items():
+        if path.startswith("/api/"):
+            for operation in item.values():
+                operation["security"] = api_security
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "optiflow",
+            "version": release,
+            "description": "Submit, follow and cancel prompt-optimization jobs. Errors are "
+            '{"error": {"code", "field", "message"}} with stable codes.',
+        },
+        "paths": paths,
+        "components": {
+            "schemas": {**_SCHEMAS, **_job_document_schemas()},
+            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def _json_ok(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"200": _json(schema, description)}
