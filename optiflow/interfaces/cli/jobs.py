@@ -15,6 +15,7 @@ from optiflow.interfaces.cli._common import echo, settings
 
 if TYPE_CHECKING:
     from optiflow.core.optimize.report import OptimizationHistory
+    from optiflow.core.overrides import Applied
     from optiflow.core.result import OptimizeResult
     from optiflow.interfaces.client import Client, JobHandle
 
@@ -68,8 +69,7 @@ def _finish(
     if isinstance(report, OptimizationHistory) and history_dir is not None:
         click.echo(f"history: {write_history(report, history_dir)}", err=True)
     if apply and result.ok:
-        version = client.apply(result)
-        echo(f"applied as {version.tag} {version.version}" if version else "nothing to apply")
+        echo(applied_line(client.apply(result)))
     if not result.ok:
         sys.exit(1)
     if isinstance(report, MeasureDocument) and report.failed:
@@ -78,6 +78,26 @@ def _finish(
             err=True,
         )
         sys.exit(FELL_BELOW)
+
+
+def applied_line(applied: Applied | None) -> str:
+    """What an apply did, in one line (and how to undo a tag's first apply)."""
+    if applied is None:
+        return "nothing to apply: the job accepted no change"
+    v = applied.version
+    if applied.unchanged:
+        if v is None:
+            return "unchanged: nothing to write"
+        return f"unchanged: {v.ns}/{v.key} {v.tag} {v.version} already holds these changes; nothing written"
+    assert v is not None
+    line = f"applied: {v.ns}/{v.key} {v.tag} {v.version}"
+    if applied.original is not None:
+        tag = "" if v.tag == "stable" else f" --tag {v.tag}"
+        line += (
+            f" (the prompt before it is {applied.original.version}: "
+            f"optiflow prompt rollback {v.ns}/{v.key} {applied.original.version}{tag} undoes it)"
+        )
+    return line
 
 
 def write_history(report: OptimizationHistory, root: Path) -> Path:
@@ -235,8 +255,7 @@ def report(job_id: str, as_json: bool, history_dir: Path | None) -> None:
 def apply(job_id: str, tag: str) -> None:
     """Write a finished job's accepted modifications to TAG as a new version."""
     with _job_client(job_id) as client:
-        version = client.apply(job_id, tag=tag)
-        echo(f"{version.ns}/{version.key} {version.tag} {version.version}" if version else "nothing to apply")
+        echo(applied_line(client.apply(job_id, tag=tag)))
 
 
 @click.command()
