@@ -173,13 +173,17 @@ def call(argv):
             code = exc.code or 0
     return {"code": code, "out": out.getvalue(), "err": err.getvalue()}
 
-print(json.dumps({"demo": call(["demo"]), "submit": call(["submit", sys.argv[1], "--json"])}))
+demo = call(["demo"])
+submit = call(["submit", sys.argv[1], "--json"])
+applied = call(["apply", demo["out"].split("submitted ", 1)[1].split()[0]])
+print(json.dumps({"demo": demo, "submit": submit, "apply": applied, "again": call(["demo"])}))
 """
 
 
 def test_demo_and_submit_json_on_a_clean_environment(tmp_path: Path, reference: OptimizationReport) -> None:
-    """``optiflow demo`` then ``optiflow submit JOB --json`` (one interpreter: litellm's import is
-    paid once) with OPTIFLOW_HOME as the only OPTIFLOW_* variable, from an unrelated directory."""
+    """``optiflow demo``, ``optiflow submit JOB --json``, ``optiflow apply`` of the demo's job and
+    ``optiflow demo`` again (one interpreter: litellm's import is paid once) with OPTIFLOW_HOME as
+    the only OPTIFLOW_* variable, from an unrelated directory."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPTIFLOW_")}
     env["OPTIFLOW_HOME"] = str(tmp_path / "home")
     started = time.monotonic()
@@ -204,6 +208,21 @@ def test_demo_and_submit_json_on_a_clean_environment(tmp_path: Path, reference: 
     accepted = [line.split()[1] for line in out.splitlines() if line.strip().startswith("+ ")]
     assert accepted == [path_str(m.section_path) for m in reference.modifications]
     assert f"apply it with: optiflow apply {job_id}" in out
+    home = tmp_path / "home"
+    assert f"  job: sqlite:///{home / 'optiflow.db'}\n" in out  # it says where it wrote
+    assert f"  temporary tags: files under {home / 'store'} (removed when the job ends)" in out
+    assert "tag 'demo', which nothing writes" in out
+
+    # applying the demo's job writes stable, and the next demo still tells the whole story
+    assert runs["apply"]["code"] == 0, runs["apply"]
+    assert runs["apply"]["out"].startswith(
+        "applied: support/bot stable v1.0.1 (the prompt before it is v1.0.0"
+    )
+    again = runs["again"]
+    assert again["code"] == 0, again
+    assert [
+        line.split()[1] for line in again["out"].splitlines() if line.strip().startswith("+ ")
+    ] == accepted
 
     submit = runs["submit"]
     assert submit["code"] == 0, submit
@@ -218,4 +237,5 @@ def test_demo_and_submit_json_on_a_clean_environment(tmp_path: Path, reference: 
     assert not (tmp_path / ".optiflow").exists()
     with contextlib.closing(__import__("sqlite3").connect(tmp_path / "home" / "optiflow.db")) as db:
         rows = sorted(db.execute("select id, status from optiflow_jobs"))
-    assert rows == sorted([(job_id, "completed"), (doc["job_id"], "completed")])
+    again_id = again["out"].split("submitted ", 1)[1].split()[0]
+    assert rows == sorted([(job_id, "completed"), (doc["job_id"], "completed"), (again_id, "completed")])

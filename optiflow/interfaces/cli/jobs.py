@@ -329,21 +329,62 @@ def worker(role: str, concurrency: int | None, loglevel: str) -> None:
     app.worker_main(argv)
 
 
+DEMO_TAG = "demo"  # the demo's baseline tag: nothing writes it, so every demo starts from the same prompt
+
+
+def redacted(url: str) -> str:
+    """A service URL without its password, fit to print."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _demo_where(client: Client, ns: str, key: str) -> list[str]:
+    s = client.settings
+    store = {"filesystem": f"files under {s.home / 'store'}", "sql": "the jobs database"}.get(
+        s.effective_store, f"Redis {redacted(s.redis_url or '')}, keys under {s.key_prefix}:"
+    )
+    if s.effective_store == "memory":
+        store = "memory (gone when this command ends)"
+    return [
+        f"  baseline: {ns}/{key} as shipped (tag {DEMO_TAG!r}, which nothing writes: each demo starts"
+        " from the same prompt, whatever was applied to stable)",
+        f"  job: {redacted(s.effective_database_url)}",
+        f"  temporary tags: {store} (removed when the job ends); stable: only `optiflow apply` writes it",
+    ]
+
+
 @click.command()
 @click.option("--job", "job_file", type=click.Path(path_type=Path), default=None, help="default: the example")
 @click.option("--json", "as_json", is_flag=True)
 def demo(job_file: Path | None, as_json: bool) -> None:
-    """Run the shipped example's compress job end to end and print the report."""
+    """Run the shipped example's compress job end to end and print the report.
+
+    The job starts from the prompt as shipped (baseline tag ``demo``, which nothing writes), so
+    the demo shows the same story after ``optiflow apply`` changed stable."""
     job_file = job_file or example_job()
     if not job_file.exists():
         raise ValidationError(
             "example job not found; run from an optiflow checkout or pass --job", field=str(job_file)
         )
     with _client() as client:
-        mode = "embedded worker" if client.runtime.embedded else f"workers via {client.settings.redis_url}"
+        embedded = client.runtime.embedded
+        mode = "embedded worker" if embedded else f"workers via {redacted(client.settings.redis_url or '')}"
         echo(f"optiflow demo: {job_file} ({mode})")
         started = time.monotonic()
-        job = client.submit_file(job_file)
+        from optiflow.jobfile import load_job
+
+        base = "tag" if load_job(job_file).kind == "measure" else "baseline_tag"
+        job = client.submit_file(job_file, **{base: DEMO_TAG})
+        spec = client.runtime.spec(job.id)
+        if not as_json:
+            for line in _demo_where(client, spec.prompt.ns, spec.prompt.key):
+                echo(line)
         echo(f"submitted {job.id}")
         result = _progress_then_result(job, client.settings.job_timeout_s, quiet=as_json)
         _finish(client, result, apply=False, as_json=as_json, elapsed=time.monotonic() - started)
