@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -146,6 +147,31 @@ def submit(
     still unfinished when the command ends (--timeout, Ctrl-C) is ended ``cancelled``.
     Exit codes: 0 done, 1 the job failed or was cancelled, 2 refused input, 3 a measure job fell
     under --fail-below."""
+    run_submit(
+        job_file,
+        wait_=wait_,
+        apply_=apply_,
+        timeout=timeout,
+        as_json=as_json,
+        fail_below=fail_below,
+        history_dir=history_dir,
+    )
+
+
+def run_submit(
+    job_file: Path,
+    *,
+    wait_: bool,
+    apply_: bool,
+    timeout: float | None,
+    as_json: bool,
+    fail_below: float | None,
+    history_dir: Path,
+    on_submitted: Callable[[str], None] | None = None,
+) -> None:
+    """``optiflow submit``: OptiflowError for refused input, SystemExit(1 or 3) as documented there.
+    ``on_submitted(job_id)`` is called once the job is enqueued (an error after it is not the
+    input's fault)."""
     if apply_ and not wait_:
         raise ValidationError("--apply needs --wait", field="--apply")
     if fail_below is not None and not 0 <= fail_below <= 1:
@@ -157,12 +183,17 @@ def submit(
             wait_ = True  # the embedded worker lives in this process: stay until the job is done
         started = time.monotonic()
         overrides = {} if fail_below is None else {"fail_below": fail_below}
-        if fail_below is not None:
+        if fail_below is not None or apply_:
             from optiflow.jobfile import load_job
 
-            if load_job(job_file).kind != "measure":
+            kind = load_job(job_file).kind
+            if fail_below is not None and kind != "measure":
                 raise ValidationError("only measure jobs have a pass-rate floor", field="--fail-below")
+            if apply_ and kind == "measure":
+                raise ValidationError("a measure job changes nothing: nothing to apply", field="--apply")
         job = client.submit_file(job_file, **overrides)
+        if on_submitted is not None:
+            on_submitted(job.id)
         # with --json, stdout holds nothing but the JSON document
         click.echo(f"submitted {job.id}", err=as_json)
         if not wait_:
