@@ -394,8 +394,32 @@ def test_k8s_manifests(compose: dict[str, Any], app_env: None) -> None:
             kind = "ConfigMap" if "configMapRef" in source else "Secret"
             assert ref["name"] in by_kind.get(kind, {}), f"{name}: no {kind} {ref['name']}"
     assert consumed == set(QUEUES)
-    for hpa in by_kind.get("HorizontalPodAutoscaler", {}).values():
+    for hpa in [
+        *by_kind.get("HorizontalPodAutoscaler", {}).values(),
+        *by_kind.get("ScaledObject", {}).values(),
+    ]:
         assert hpa["spec"]["scaleTargetRef"]["name"] in deployments
+    cronjobs = by_kind.get("CronJob", {})
+    assert cronjobs, "deploy/k8s: no CronJob (the crontab's jobs, in a cluster)"
+    runs = set()
+    for name, cronjob in cronjobs.items():
+        assert cronjob["spec"]["concurrencyPolicy"] == "Forbid", f"{name}: runs must not overlap"
+        pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        assert pod["restartPolicy"] == "Never"
+        (container,) = pod["containers"]
+        argv = argv_of(container.get("command")) + argv_of(container.get("args"))
+        info = check_command(argv, f"deploy/k8s {name}")
+        assert info["sub"] == "cron", f"{name}: runs `optiflow cron` (exit codes, lock, log)"
+        assert str(info["params"]["log_file"]) == "-", f"{name}: log to stdout (kubectl logs)"
+        job_file = Path(argv[2])  # the image's WORKDIR /app holds the checkout's examples/
+        assert job_file.parts[:2] == ("/", "app") and (ROOT / job_file.relative_to("/app")).exists(), job_file
+        runs.add("--fail-below" if info["params"]["fail_below"] is not None else "")
+        runs.add("--apply" if info["params"]["apply_"] else "")
+        for source in container.get("envFrom", []):
+            ref = source.get("configMapRef") or source.get("secretRef")
+            kind = "ConfigMap" if "configMapRef" in source else "Secret"
+            assert ref["name"] in by_kind.get(kind, {}), f"{name}: no {kind} {ref['name']}"
+    assert {"--fail-below", "--apply"} <= runs, "a nightly measure with a floor and a compress with --apply"
     flower_labels = deployments["optiflow-flower"]["spec"]["template"]["metadata"]["labels"]
     (flower_service,) = by_kind["Service"].values()
     assert flower_service["spec"]["selector"].items() <= flower_labels.items()
