@@ -420,6 +420,14 @@ def test_k8s_manifests(compose: dict[str, Any], app_env: None) -> None:
             kind = "ConfigMap" if "configMapRef" in source else "Secret"
             assert ref["name"] in by_kind.get(kind, {}), f"{name}: no {kind} {ref['name']}"
     assert {"--fail-below", "--apply"} <= runs, "a nightly measure with a floor and a compress with --apply"
+    # Flower's API answers 401 without auth: basic auth from the Secret, as FLOWER_BASIC_AUTH
+    (flower_container,) = deployments["optiflow-flower"]["spec"]["template"]["spec"]["containers"]
+    secrets = [
+        by_kind["Secret"][src["secretRef"]["name"]]
+        for src in flower_container["envFrom"]
+        if "secretRef" in src
+    ]
+    assert any("FLOWER_BASIC_AUTH" in secret.get("stringData", {}) for secret in secrets)
     flower_labels = deployments["optiflow-flower"]["spec"]["template"]["metadata"]["labels"]
     (flower_service,) = by_kind["Service"].values()
     assert flower_service["spec"]["selector"].items() <= flower_labels.items()
