@@ -103,29 +103,53 @@ def jobs(cron_home: Path) -> Path:
 
 
 class Run:
-    def __init__(self, proc: subprocess.CompletedProcess[str], seconds: float) -> None:
-        self.code, self.out, self.err, self.seconds = proc.returncode, proc.stdout, proc.stderr, seconds
+    def __init__(self, code: int, out: str, err: str, seconds: float) -> None:
+        self.code, self.out, self.err, self.seconds = code, out, err, seconds
 
 
-RunLine = Callable[..., Run]
+class Cron:
+    """Runs crontab command lines the way cron does; ``values`` replace the edited variables."""
+
+    def __init__(self, assigned: dict[str, str], home: Path) -> None:
+        self.assigned, self.home = assigned, home
+
+    def start(self, command: str, **values: str) -> tuple[subprocess.Popen[str], float]:
+        env = {**self.assigned, **values, "PYTHONPATH": str(ROOT)}
+        argv = [
+            "env",
+            "-i",
+            *(f"{k}={v}" for k, v in env.items()),
+            env.get("SHELL", "/bin/sh"),
+            "-c",
+            command,
+        ]
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            argv, cwd=self.home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        return proc, started
+
+    def run(self, command: str, **values: str) -> Run:
+        (result,) = self.together((command, values))
+        return result
+
+    def together(self, *lines: tuple[str, dict[str, str]]) -> list[Run]:
+        """Several lines at once, as cron starts the lines due at one minute (each job has its
+        own lock; the embedded SQLite database takes writers from several processes)."""
+        started = [self.start(command, **values) for command, values in lines]
+        runs = []
+        for proc, t0 in started:
+            out, err = proc.communicate(timeout=240)
+            runs.append(Run(proc.returncode, out, err, time.monotonic() - t0))
+        return runs
 
 
 @pytest.fixture(scope="module")
-def run_line(venv: Path, cron_home: Path, env_file: Path, jobs: Path) -> RunLine:
-    """Run a crontab command line the way cron does; ``values`` replace the edited variables."""
+def cron(venv: Path, cron_home: Path, env_file: Path, jobs: Path) -> Cron:
     assigned, _ = crontab()
     assert set(EDIT) <= set(assigned), f"the crontab sets {sorted(assigned)}, expected {EDIT}"
-
-    def run(command: str, **values: str) -> Run:
-        env = {**assigned, "VENV": str(venv), "JOBS": str(jobs), "ENV_FILE": str(env_file), **values}
-        env["PYTHONPATH"] = str(ROOT)
-        shell = env.get("SHELL", "/bin/sh")
-        argv = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), shell, "-c", command]
-        started = time.monotonic()
-        proc = subprocess.run(argv, cwd=cron_home, capture_output=True, text=True, timeout=240, check=False)
-        return Run(proc, time.monotonic() - started)
-
-    return run
+    edited = {"VENV": str(venv), "JOBS": str(jobs), "ENV_FILE": str(env_file)}
+    return Cron({**assigned, **edited}, cron_home)
 
 
 def optiflow_home(cron_home: Path) -> Path:
@@ -170,7 +194,7 @@ def test_the_crontab_documents_its_exit_codes_and_runs_absolute_paths() -> None:
 
 
 def test_crontab_lines_under_cron_environment(
-    run_line: RunLine,
+    cron: Cron,
     cron_home: Path,
     cli_runner: Callable[..., tuple[int, str, str]],
     monkeypatch: pytest.MonkeyPatch,
@@ -178,73 +202,71 @@ def test_crontab_lines_under_cron_environment(
     _, commands = crontab()
     measure, compress = command_for(commands, "measure.yaml"), command_for(commands, "job.yaml")
 
-    # 0: the nightly measure job is at or above its floor
-    ok = run_line(measure)
-    print(f"\nmeasure under cron's environment: exit {ok.code} in {ok.seconds:.1f}s")
+    # 0 and 0: the nightly measure job is at or above its floor; the weekly compress job completed
+    # with accepted changes, and --apply wrote them to stable
+    ok, applied = cron.together((measure, {}), (compress, {}))
+    print(
+        f"\nmeasure and compress --apply under cron's environment: {ok.seconds:.1f}s, {applied.seconds:.1f}s"
+    )
     assert (ok.code, ok.out, ok.err) == (0, "", ""), ok.err  # quiet when all is well: cron mails nothing
     log = log_of(cron_home, "support-bot-nightly")
     assert re.search(r"^\S+Z optiflow cron support-bot-nightly: start \(pid \d+\)", log, re.MULTILINE)
     assert "pass rate" in log and "-> ok" in log
     assert re.search(r"support-bot-nightly: job \w+: exit 0 \(ok\)\n$", log)
+    assert (applied.code, applied.out, applied.err) == (0, "", ""), log_of(cron_home, "support-bot")
+    log = log_of(cron_home, "support-bot")
+    assert "applied: support/bot stable v1.0.1 (the prompt before it is v1.0.0" in log
+    assert versions(cron_home) == ["v1.0.0", "v1.0.1"]
 
-    # 3: the same job under a floor it cannot reach (a Wilson lower bound is below 1)
-    floor = run_line(measure.replace("--fail-below 0.8", "--fail-below 1"))
-    print(f"measure under its floor: exit {floor.code} in {floor.seconds:.1f}s")
+    # applying that job again (by hand) says so and writes nothing
+    (job_id,) = re.findall(r"support-bot: job (\w+): exit 0", log)
+    for name in [n for n in os.environ if n.startswith("OPTIFLOW_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("OPTIFLOW_HOME", str(optiflow_home(cron_home)))
+    code, out, _ = cli_runner("apply", job_id)
+    assert code == 0
+    unchanged = "unchanged: support/bot stable v1.0.1 already holds these changes; nothing written"
+    assert out.splitlines()[-1] == unchanged
+    assert versions(cron_home) == ["v1.0.0", "v1.0.1"]
+
+    # 3: the measure job under a floor it cannot reach (a Wilson lower bound is below 1), and
+    # 1: a compress job that fails (the provider refuses every baseline call): --apply writes nothing
+    refusing = {"model": "optiflow/sim", "params": {"sim_error_rate": 1.0, "sim_error": "auth"}}
+    bad = small_copy(cron_home / "bad" / "support-bot", model=refusing, eval_runs=1)
+    before = job_rows(cron_home)
+    floor, failed = cron.together(
+        (measure.replace("--fail-below 0.8", "--fail-below 1"), {}), (compress, {"JOBS": str(bad.parent)})
+    )
+    print(f"under the floor, failing compress --apply: {floor.seconds:.1f}s, {failed.seconds:.1f}s")
     assert floor.code == 3, floor.err
     assert floor.err.strip() == (
         "optiflow cron support-bot-nightly: exit 3 (under the --fail-below floor); "
         f"log: {optiflow_home(cron_home) / 'cron' / 'support-bot-nightly.log'}"
     )
     assert "exit 3 (under the --fail-below floor)" in log_of(cron_home, "support-bot-nightly")
-
-    # 0: the weekly compress job completed with accepted changes: --apply wrote them to stable
-    applied = run_line(compress)
-    print(f"compress --apply under cron's environment: exit {applied.code} in {applied.seconds:.1f}s")
-    assert applied.code == 0, applied.err + log_of(cron_home, "support-bot")
-    assert "applied: support/bot stable v1.0.1 (the prompt before it is v1.0.0" in log_of(
-        cron_home, "support-bot"
-    )
-    assert versions(cron_home) == ["v1.0.0", "v1.0.1"]
-    # applying that job again (by hand) says so and writes nothing
-    (job_id,) = re.findall(r"support-bot: job (\w+): exit 0", log_of(cron_home, "support-bot"))
-    for name in [n for n in os.environ if n.startswith("OPTIFLOW_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("OPTIFLOW_HOME", str(optiflow_home(cron_home)))
-    code, out, _ = cli_runner("apply", job_id)
-    assert code == 0
-    assert (
-        out.splitlines()[-1]
-        == "unchanged: support/bot stable v1.0.1 already holds these changes; nothing written"
-    )
-    assert versions(cron_home) == ["v1.0.0", "v1.0.1"]
-
-    # 1: a compress job that fails (the provider refuses every baseline call): --apply writes nothing
-    refusing = {"model": "optiflow/sim", "params": {"sim_error_rate": 1.0, "sim_error": "auth"}}
-    bad = small_copy(cron_home / "bad" / "support-bot", model=refusing)
-    before = job_rows(cron_home)
-    failed = run_line(compress, JOBS=str(bad.parent))
-    print(f"failing compress --apply: exit {failed.code} in {failed.seconds:.1f}s")
     assert failed.code == 1, failed.err
     assert "exit 1 (the job failed)" in failed.err
-    assert "failed" in log_of(cron_home, "support-bot").rsplit("start (pid", 1)[1]
-    assert [r[2] for r in job_rows(cron_home)[len(before) :]] == ["failed"]
+    assert "error: baseline evaluation failed" in log_of(cron_home, "support-bot").rsplit("start (pid", 1)[1]
+    assert sorted(r[1:] for r in job_rows(cron_home)[len(before) :]) == [
+        ("compress", "failed"),
+        ("measure", "completed"),
+    ]
     assert versions(cron_home) == ["v1.0.0", "v1.0.1"]
 
     # 2: refused input: nothing submitted
     doc = yaml.safe_load((bad / "measure.yaml").read_text())
     (bad / "measure.yaml").write_text(yaml.safe_dump({**doc, "runs": 0}))
     before = job_rows(cron_home)
-    refused = run_line(measure, JOBS=str(bad.parent))
-    print(f"refused measure: exit {refused.code} in {refused.seconds:.1f}s")
+    refused = cron.run(measure, JOBS=str(bad.parent))
+    print(f"refused measure: {refused.seconds:.1f}s")
     assert refused.code == 2, refused.err
     assert "exit 2 (refused input)" in refused.err
-    assert re.search(
-        r"error\[validation_error\]: .*measure.yaml: runs: ", log_of(cron_home, "support-bot-nightly")
-    )
+    nightly = log_of(cron_home, "support-bot-nightly")
+    assert re.search(r"error\[validation_error\]: .*measure.yaml: runs: ", nightly)
     assert job_rows(cron_home) == before
 
 
-def test_a_held_lock_exits_75_with_a_log_line(run_line: RunLine, cron_home: Path) -> None:
+def test_a_held_lock_exits_75_with_a_log_line(cron: Cron, cron_home: Path) -> None:
     """While a run holds the job's lock (an flock, as `flock -n FILE` takes), the next exits at
     once with its own code, a log line naming the holder, and one stderr line for cron's mail."""
     _, commands = crontab()
@@ -255,7 +277,7 @@ def test_a_held_lock_exits_75_with_a_log_line(run_line: RunLine, cron_home: Path
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         held.write(f"{os.getpid()}\n")
         held.flush()
-        locked = run_line(command_for(commands, "measure.yaml"))
+        locked = cron.run(command_for(commands, "measure.yaml"))
     assert locked.code == 75, locked.err
     assert "exit 75 (another run holds the lock)" in locked.err
     last = log_of(cron_home, "support-bot-nightly").splitlines()[-1]
