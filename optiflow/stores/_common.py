@@ -44,7 +44,8 @@ class Write:
 
 
 #: Given the tag's current content and its latest version, what to write. May run more than once
-#: (backends retry on conflict), so it must not have side effects.
+#: (backends retry on conflict), so its only effect may be to note what it decided: the last call
+#: is the one whose write committed.
 Change = Callable[[PromptOverrides | None, Version | None], Write]
 
 
