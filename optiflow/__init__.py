@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from optiflow.core.dataset import Dataset, Sample
     from optiflow.core.experiment import Experiment
     from optiflow.core.model import ModelConfig
-    from optiflow.core.overrides import PromptOverrides, SectionOverride, Version
+    from optiflow.core.overrides import Applied, PromptOverrides, SectionOverride, Version
     from optiflow.core.prompt import Prompt, Section
     from optiflow.core.result import OptimizeResult
     from optiflow.core.sections import PromptDescriptor
@@ -47,6 +47,7 @@ _LAZY = {
     "SectionOverride": "optiflow.core.overrides",
     "PromptOverrides": "optiflow.core.overrides",
     "Version": "optiflow.core.overrides",
+    "Applied": "optiflow.core.overrides",
     "Dataset": "optiflow.core.dataset",
     "Sample": "optiflow.core.dataset",
     "Experiment": "optiflow.core.experiment",
@@ -68,6 +69,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Applied",
     "Client",
     "CompressSpec",
     "ConfigError",

@@ -33,7 +33,15 @@ def clean_env() -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    "argv", [["--help"], ["submit", "--help"], ["prompt", "--help"], ["eval", "--help"], ["--version"]]
+    "argv",
+    [
+        ["--help"],
+        ["submit", "--help"],
+        ["cron", "--help"],
+        ["prompt", "--help"],
+        ["eval", "--help"],
+        ["--version"],
+    ],
 )
 def test_help_imports_no_heavy_dependency(argv: list[str]) -> None:
     out = subprocess.run(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -93,6 +94,29 @@ class Version(Frozen):
     description: str
     created_at: datetime
     overrides: PromptOverrides
+
+
+class Applied(Frozen):
+    """What one ``apply`` did.
+
+    ``status == "applied"``: ``version`` is the version just written. On a tag's first apply,
+    ``original`` is the version written before it, recording what the tag rendered until then
+    (the prompt's own sections when nothing was stored): rolling back to it undoes the apply.
+
+    ``status == "unchanged"``: the tag already holds exactly this content, so nothing was written;
+    ``version`` is the tag's latest version (None when it has none).
+    """
+
+    status: Literal["applied", "unchanged"]
+    version: Version | None
+    original: Version | None = None
+
+    @property
+    def unchanged(self) -> bool:
+        return self.status == "unchanged"
+
+
+ORIGINAL_SOURCE = "original"
 
 
 def first_version() -> str:

@@ -27,7 +27,7 @@ from optiflow.core import kinds
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.experiment import TEMP_TAG_PREFIX
 from optiflow.core.kinds import AnySpec, parse_spec
-from optiflow.core.overrides import STABLE, Version, check_tag
+from optiflow.core.overrides import STABLE, Applied, check_tag
 from optiflow.core.progress import run_finished, status_changed
 from optiflow.core.result import OptimizeResult
 from optiflow.errors import JobError, ValidationError
@@ -189,10 +189,13 @@ class Client:
     # -- applying -----------------------------------------------------------------------------
     def apply(
         self, result: OptimizeResult | str, *, tag: str = STABLE, description: str | None = None
-    ) -> Version | None:
+    ) -> Applied | None:
         """Write a finished job's accepted modifications to ``tag`` as a new version.
 
-        None when the job accepted nothing."""
+        None when the job accepted nothing. ``Applied.status`` is ``"unchanged"`` (and nothing is
+        written) when the tag already holds exactly these changes, e.g. the same job applied
+        twice. A tag's first apply also records what it rendered before (``Applied.original``),
+        the version a rollback returns to."""
         if isinstance(result, str):
             job = self.job(result)
             loaded = job.result()

@@ -12,11 +12,13 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import TypeVar
+from dataclasses import dataclass
 
 from optiflow.core.base import JSONValue
 from optiflow.core.overrides import (
+    ORIGINAL_SOURCE,
     STABLE,
+    Applied,
     PromptOverrides,
     SectionOverride,
     Version,
@@ -32,13 +34,20 @@ from optiflow.errors import NotFoundError, ValidationError
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
-#: What a transaction writes: overrides only, or a version (whose ``overrides`` become the tag's
-#: content and which is appended to the tag's history).
-W = TypeVar("W", PromptOverrides, Version)
+
+@dataclass(frozen=True)
+class Write:
+    """What a transaction writes: the tag's new content (None: leave the tag as it is) and the
+    versions to append to its history, oldest first. ``Write(None)`` writes nothing."""
+
+    content: PromptOverrides | None
+    versions: tuple[Version, ...] = ()
+
 
 #: Given the tag's current content and its latest version, what to write. May run more than once
-#: (backends retry on conflict), so it must not have side effects.
-Change = Callable[[PromptOverrides | None, Version | None], W]
+#: (backends retry on conflict), so its only effect may be to note what it decided: the last call
+#: is the one whose write committed.
+Change = Callable[[PromptOverrides | None, Version | None], Write]
 
 
 def check_name(value: str, field: str) -> str:
@@ -47,13 +56,6 @@ def check_name(value: str, field: str) -> str:
     if not _NAME.match(value) or set(value) == {"."}:
         raise ValidationError(f"invalid name {value!r} (letters, digits, '.', '_', '-')", field=field)
     return value
-
-
-def split_write(result: PromptOverrides | Version) -> tuple[PromptOverrides, Version | None]:
-    """The tag's new content and the version to append (if any) of a transaction's result."""
-    if isinstance(result, Version):
-        return result.overrides, result
-    return result, None
 
 
 class StoreBase(ABC):
@@ -80,7 +82,7 @@ class StoreBase(ABC):
     def _history(self, ns: str, key: str, tag: str) -> list[Version]: ...
 
     @abstractmethod
-    def _transact(self, ns: str, key: str, tag: str, change: Change[W]) -> W:
+    def _transact(self, ns: str, key: str, tag: str, change: Change) -> Write:
         """Atomically read the tag's content and latest version, call ``change``, and write its
         result; retried on conflict. Two racing transactions never both succeed on one state."""
 
@@ -123,12 +125,14 @@ class StoreBase(ABC):
     ) -> PromptOverrides:
         _check_write(descriptor, sections, tag, model_params)
 
-        def change(current: PromptOverrides | None, _head: Version | None) -> PromptOverrides:
+        def change(current: PromptOverrides | None, _head: Version | None) -> Write:
             base = _empty(descriptor, tag) if replace or current is None else current
-            return base.merged(sections, model_params)
+            return Write(base.merged(sections, model_params))
 
         with self._errors():
-            return self._transact(descriptor.ns, descriptor.key, tag, change)
+            written = self._transact(descriptor.ns, descriptor.key, tag, change).content
+        assert written is not None  # a store always writes the tag
+        return written
 
     def delete(self, ns: str, key: str, tag: str) -> bool:
         _check_ref(ns, key, tag)
@@ -149,15 +153,27 @@ class StoreBase(ABC):
         source: str,
         description: str = "",
         model_params: Mapping[str, JSONValue] | None = None,
-    ) -> Version:
+    ) -> Applied:
         _check_write(descriptor, sections, tag, model_params)
+        outcome: list[Applied] = []  # set by the attempt that commits (a transaction may retry)
 
-        def change(current: PromptOverrides | None, head: Version | None) -> Version:
-            content = (current or _empty(descriptor, tag)).merged(sections, model_params)
-            return _version(content, head, source, description)
+        def change(current: PromptOverrides | None, head: Version | None) -> Write:
+            before = (current or _empty(descriptor, tag)).merged(())
+            content = before.merged(sections, model_params)
+            outcome.clear()
+            if content == before:  # the tag already holds exactly this: no identical version
+                outcome.append(Applied(status="unchanged", version=head))
+                return Write(None)
+            original = None
+            if head is None:  # first apply: what the tag rendered until now is a version too
+                original = _version(before, None, ORIGINAL_SOURCE, "before the first apply")
+            version = _version(content, original or head, source, description)
+            outcome.append(Applied(status="applied", version=version, original=original))
+            return Write(content, (version,) if original is None else (original, version))
 
         with self._errors():
-            return self._transact(descriptor.ns, descriptor.key, tag, change)
+            self._transact(descriptor.ns, descriptor.key, tag, change)
+        return outcome[-1]
 
     def history(self, ns: str, key: str, tag: str = STABLE) -> list[Version]:
         _check_ref(ns, key, tag)
@@ -182,11 +198,13 @@ class StoreBase(ABC):
             )
         validate_overrides(descriptor, target.overrides.sections)
 
-        def change(_current: PromptOverrides | None, head: Version | None) -> Version:
-            return _version(target.overrides, head, source, f"rollback to {version}")
+        def change(_current: PromptOverrides | None, head: Version | None) -> Write:
+            restored = _version(target.overrides, head, source, f"rollback to {version}")
+            return Write(restored.overrides, (restored,))
 
         with self._errors():
-            return self._transact(descriptor.ns, descriptor.key, tag, change)
+            written = self._transact(descriptor.ns, descriptor.key, tag, change)
+        return written.versions[-1]
 
 
 def _check_ref(ns: str, key: str, tag: str | None = None) -> None:

@@ -5,9 +5,12 @@ A store holds, per prompt ``(ns, key)``:
 - the prompt itself (``put_prompt`` / ``get_prompt``), so workers and the CLI can render it;
 - overrides per tag (``store`` / ``resolve`` / ``delete`` / ``list_tags``): temporary experiment
   tags are written and deleted freely;
-- versions of long-lived tags (``apply`` / ``history`` / ``rollback``): every apply records an
-  immutable :class:`~optiflow.core.overrides.Version`; history is append-only and two applies
-  racing on one tag never lose a version.
+- versions of long-lived tags (``apply`` / ``history`` / ``rollback``): every apply that changes
+  the tag records an immutable :class:`~optiflow.core.overrides.Version`; a tag's first apply
+  records what the tag rendered before it as a version of its own (source ``original``), so a
+  rollback can undo the first apply too; an apply that would change nothing writes nothing and
+  says so (``Applied.status == "unchanged"``). History is append-only and two applies racing on
+  one tag never lose a version.
 
 Every write validates against the prompt's descriptor first (unknown section -> ValidationError,
 frozen section -> ValidationError code ``frozen_section``, hash mismatch -> StaleOverrideError)
@@ -20,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from optiflow.core.base import JSONValue
-from optiflow.core.overrides import STABLE, PromptOverrides, SectionOverride, Version
+from optiflow.core.overrides import STABLE, Applied, PromptOverrides, SectionOverride, Version
 from optiflow.core.prompt import Prompt
 from optiflow.core.sections import PromptDescriptor
 
@@ -69,8 +72,10 @@ class OverridesStore(Protocol):
         source: str,
         description: str = "",
         model_params: Mapping[str, JSONValue] | None = None,
-    ) -> Version:
-        """Merge into a long-lived tag and record the result as the next version (patch bump)."""
+    ) -> Applied:
+        """Merge into a long-lived tag and record the result as the next version (patch bump);
+        on the tag's first apply, its previous content is recorded first (``Applied.original``).
+        When the merge leaves the tag as it is, nothing is written (``status="unchanged"``)."""
         ...
 
     def history(self, ns: str, key: str, tag: str = STABLE) -> list[Version]:

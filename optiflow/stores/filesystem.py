@@ -27,7 +27,7 @@ import pydantic
 from optiflow.core.overrides import PromptOverrides, Version
 from optiflow.core.prompt import Prompt
 from optiflow.errors import StoreError
-from optiflow.stores._common import Change, StoreBase, W, split_write
+from optiflow.stores._common import Change, StoreBase, Write
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -70,19 +70,21 @@ class FilesystemOverridesStore(StoreBase):
     def _history(self, ns: str, key: str, tag: str) -> list[Version]:
         return _State.load(self._state_path(ns, key)).history(tag)
 
-    def _transact(self, ns: str, key: str, tag: str, change: Change[W]) -> W:
+    def _transact(self, ns: str, key: str, tag: str, change: Change) -> Write:
         path = self._state_path(ns, key)
         with _locked(path):
             state = _State.load(path)
             raw_versions: list[Any] = state.versions.get(tag, [])
             head = _parse(Version, raw_versions[-1], path) if raw_versions else None
-            result = change(state.overrides(tag), head)
-            content, version = split_write(result)
-            state.tags[tag] = content.model_dump(mode="json")
-            if version is not None:
-                state.versions[tag] = [*raw_versions, version.model_dump(mode="json")]
+            write = change(state.overrides(tag), head)
+            if write.content is None and not write.versions:
+                return write
+            if write.content is not None:
+                state.tags[tag] = write.content.model_dump(mode="json")
+            if write.versions:
+                state.versions[tag] = [*raw_versions, *(v.model_dump(mode="json") for v in write.versions)]
             state.save()
-            return result
+            return write
 
     def close(self) -> None:
         """Nothing to release: files are opened per call."""

@@ -6,7 +6,7 @@ import threading
 
 from optiflow.core.overrides import PromptOverrides, Version
 from optiflow.core.prompt import Prompt
-from optiflow.stores._common import Change, StoreBase, W, split_write
+from optiflow.stores._common import Change, StoreBase, Write
 
 _Tag = tuple[str, str, str]
 
@@ -44,16 +44,16 @@ class MemoryOverridesStore(StoreBase):
         with self._lock:
             return list(self._versions.get((ns, key, tag), ()))
 
-    def _transact(self, ns: str, key: str, tag: str, change: Change[W]) -> W:
+    def _transact(self, ns: str, key: str, tag: str, change: Change) -> Write:
         where = (ns, key, tag)
         with self._lock:
             versions: list[Version] = self._versions.get(where, [])
-            result = change(self._tags.get(where), versions[-1] if versions else None)
-            content, version = split_write(result)
-            self._tags[where] = content
-            if version is not None:
-                self._versions[where] = [*versions, version]
-            return result
+            write = change(self._tags.get(where), versions[-1] if versions else None)
+            if write.content is not None:
+                self._tags[where] = write.content
+            if write.versions:
+                self._versions[where] = [*versions, *write.versions]
+            return write
 
     def close(self) -> None:
         """Nothing to release."""

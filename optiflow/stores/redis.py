@@ -18,7 +18,7 @@ from optiflow.core.overrides import PromptOverrides, Version
 from optiflow.core.prompt import Prompt
 from optiflow.errors import StoreError
 from optiflow.stores import keys
-from optiflow.stores._common import Change, StoreBase, W, split_write
+from optiflow.stores._common import Change, StoreBase, Write
 
 _MAX_ATTEMPTS = 200
 
@@ -60,7 +60,7 @@ class RedisOverridesStore(StoreBase):
         raws = self._client.lrange(keys.versions(self.prefix, ns, key, tag), 0, -1)
         return [Version.model_validate_json(raw) for raw in raws]
 
-    def _transact(self, ns: str, key: str, tag: str, change: Change[W]) -> W:
+    def _transact(self, ns: str, key: str, tag: str, change: Change) -> Write:
         okey = keys.overrides(self.prefix, ns, key, tag)
         vkey = keys.versions(self.prefix, ns, key, tag)
         with self._client.pipeline() as pipe:
@@ -69,18 +69,21 @@ class RedisOverridesStore(StoreBase):
                     pipe.watch(okey, vkey)
                     # Read after WATCH: any change from here on makes EXEC fail and we recompute.
                     raw, raw_head = self._client.get(okey), self._client.lindex(vkey, -1)
-                    result = change(
+                    write = change(
                         None if raw is None else PromptOverrides.model_validate_json(raw),
                         None if raw_head is None else Version.model_validate_json(raw_head),
                     )
-                    content, version = split_write(result)
+                    if write.content is None and not write.versions:
+                        pipe.unwatch()
+                        return write
                     pipe.multi()
-                    pipe.set(okey, content.model_dump_json())
-                    pipe.sadd(keys.tags(self.prefix, ns, key), tag)
-                    if version is not None:
-                        pipe.rpush(vkey, version.model_dump_json())
+                    if write.content is not None:
+                        pipe.set(okey, write.content.model_dump_json())
+                        pipe.sadd(keys.tags(self.prefix, ns, key), tag)
+                    if write.versions:
+                        pipe.rpush(vkey, *(v.model_dump_json() for v in write.versions))
                     pipe.execute()
-                    return result
+                    return write
                 except redis.WatchError:
                     continue
         raise StoreError(

@@ -22,7 +22,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from optiflow.core.overrides import PromptOverrides, Version
 from optiflow.core.prompt import Prompt
 from optiflow.errors import StoreError
-from optiflow.stores._common import Change, StoreBase, W, split_write
+from optiflow.stores._common import Change, StoreBase, Write
 
 T = TypeVar("T")
 
@@ -117,10 +117,10 @@ class SqlOverridesStore(StoreBase):
         with self._engine.begin() as conn:
             return [Version.model_validate_json(raw) for raw in conn.scalars(query)]
 
-    def _transact(self, ns: str, key: str, tag: str, change: Change[W]) -> W:
+    def _transact(self, ns: str, key: str, tag: str, change: Change) -> Write:
         ov, vs = self._overrides, self._versions
 
-        def work(conn: Connection) -> W:
+        def work(conn: Connection) -> Write:
             raw = conn.scalar(sa.select(ov.c.data).where(self._tag_row(ov, ns, key, tag)).with_for_update())
             head = conn.execute(
                 sa.select(vs.c.seq, vs.c.data)
@@ -128,29 +128,31 @@ class SqlOverridesStore(StoreBase):
                 .order_by(vs.c.seq.desc())
                 .limit(1)
             ).first()
-            result = change(
+            write = change(
                 None if raw is None else PromptOverrides.model_validate_json(raw),
                 None if head is None else Version.model_validate_json(head.data),
             )
-            content, version = split_write(result)
-            data = content.model_dump_json()
-            if raw is None:
-                conn.execute(sa.insert(ov).values(ns=ns, key=key, tag=tag, data=data))
-            else:
-                conn.execute(sa.update(ov).where(self._tag_row(ov, ns, key, tag)).values(data=data))
-            if version is not None:
+            if write.content is not None:
+                data = write.content.model_dump_json()
+                if raw is None:
+                    conn.execute(sa.insert(ov).values(ns=ns, key=key, tag=tag, data=data))
+                else:
+                    conn.execute(sa.update(ov).where(self._tag_row(ov, ns, key, tag)).values(data=data))
+            seq = 0 if head is None else head.seq
+            for version in write.versions:
+                seq += 1
                 conn.execute(
                     sa.insert(vs).values(
                         ns=ns,
                         key=key,
                         tag=tag,
-                        seq=1 if head is None else head.seq + 1,
+                        seq=seq,
                         version=version.version,
                         created_at=version.created_at,
                         data=version.model_dump_json(),
                     )
                 )
-            return result
+            return write
 
         return self._retry(work)
 

@@ -139,26 +139,33 @@ def test_history_and_rollback(cli: Cli, pushed: Path, home: Path) -> None:
     code, out, _ = cli("prompt", "history", "support/bot")
     assert code == 0
     rows = out.splitlines()
-    assert rows[0] == "support/bot tag stable: 2 versions"
-    assert rows[1].split()[0] == "v1.0.0"
-    assert "job-1" in rows[1]
-    assert rows[1].endswith("1 sections  shorter refunds")
-    assert "+1 params" in rows[2]
+    assert rows[0] == "support/bot tag stable: 3 versions"
+    assert rows[1].split()[0] == "v1.0.0"  # the prompt before the first apply
+    assert "original" in rows[1] and "0 sections" in rows[1]
+    assert rows[2].split()[0] == "v1.0.1"
+    assert "job-1" in rows[2]
+    assert rows[2].endswith("1 sections  shorter refunds")
+    assert "+1 params" in rows[3]
 
-    code, out, _ = cli("prompt", "rollback", "support/bot", "v1.0.0")
+    code, out, _ = cli("prompt", "rollback", "support/bot", "v1.0.1")
     assert code == 0
-    assert out.strip() == "support/bot tag stable: restored v1.0.0 as v1.0.2 (1 sections)"
+    assert out.strip() == "support/bot tag stable: restored v1.0.1 as v1.0.3 (1 sections)"
     versions = s.history("support", "bot")
-    assert [v.version for v in versions] == ["v1.0.0", "v1.0.1", "v1.0.2"]
-    assert versions[-1].overrides == versions[0].overrides
+    assert [v.version for v in versions] == ["v1.0.0", "v1.0.1", "v1.0.2", "v1.0.3"]
+    assert versions[-1].overrides == versions[1].overrides
     assert "Refunds\nfirst" in cli("prompt", "render", "support/bot", "--param", "company=A")[1]
+
+    # rolling back to the original undoes every apply
+    code, out, _ = cli("prompt", "rollback", "support/bot", "v1.0.0")
+    assert out.strip() == "support/bot tag stable: restored v1.0.0 as v1.0.4 (0 sections)"
+    assert f"# Refunds\n{REFUNDS}" in cli("prompt", "render", "support/bot", "--param", "company=A")[1]
 
 
 def test_tags_are_independent(cli: Cli, pushed: Path, home: Path) -> None:
     s = store(home)
     desc = s.get_prompt("support", "bot").descriptor()
     s.apply(desc, [refunds_override("mine")], tag="alice", source="cli")
-    assert "1 versions" in cli("prompt", "history", "support/bot", "--tag", "alice")[1]
+    assert "2 versions" in cli("prompt", "history", "support/bot", "--tag", "alice")[1]
     assert "no versions" in cli("prompt", "history", "support/bot")[1]
     s.apply(desc, [refunds_override("mine, again")], tag="alice", source="cli")
     code, out, _ = cli("prompt", "rollback", "support/bot", "v1.0.0", "--tag", "alice")

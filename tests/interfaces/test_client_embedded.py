@@ -95,9 +95,14 @@ def test_apply_versions_stable(client: Client, first: tuple[JobHandle, OptimizeR
     sample = spec.dataset.samples[0].input
     before = spec.prompt.render(sample).system
 
-    v1 = client.apply(result)
-    assert v1 is not None
-    assert (v1.tag, v1.version, v1.source) == ("stable", "v1.0.0", f"job:{job.id}")
+    applied = client.apply(result)
+    assert applied is not None and applied.status == "applied"
+    v1, original = applied.version, applied.original
+    assert v1 is not None and original is not None
+    assert (original.version, original.source, original.overrides.sections) == ("v1.0.0", "original", ())
+    assert (v1.tag, v1.version, v1.previous, v1.source) == ("stable", "v1.0.1", "v1.0.0", f"job:{job.id}")
+    again = client.apply(result)  # the same job twice: says so, writes nothing
+    assert again is not None and again.unchanged and again.version == v1
     stable = client.runtime.store.resolve(NS, KEY, "stable")
     assert stable is not None
     assert spec.prompt.render(sample, overrides=stable).system != before
@@ -105,14 +110,19 @@ def test_apply_versions_stable(client: Client, first: tuple[JobHandle, OptimizeR
     for m in result.report.modifications:
         assert bodies[m.section_path] == m.proposed_body, path_str(m.section_path)
 
-    # a job on the new stable starts from it: its baseline snapshot is v1.0.0's overrides
+    # a job on the new stable starts from it: its baseline snapshot is v1.0.1's overrides
     second = client.submit_file(EXAMPLE)
     assert client.runtime.spec(second.id).baseline_overrides == stable.sections
     r2 = second.wait(timeout=120).raise_for_error()
     assert r2.report is not None
     if not r2.report.modifications:  # nothing left to accept: apply writes no version
         assert client.apply(r2) is None
-        assert [v.version for v in client.runtime.store.history(NS, KEY)] == ["v1.0.0"]
+        assert [v.version for v in client.runtime.store.history(NS, KEY)] == ["v1.0.0", "v1.0.1"]
+
+    # rolling back to the original undoes the apply: stable renders the prompt as shipped again
+    undone = client.runtime.store.rollback(spec.prompt.descriptor(), original.version)
+    assert undone.version == "v1.0.2" and not undone.overrides.sections
+    assert spec.prompt.render(sample, overrides=undone.overrides).system == before
 
     # another job (from an empty baseline tag) that accepts changes: applying it bumps the patch
     third = client.submit_file(EXAMPLE, baseline_tag="fresh", eval_runs=1)
@@ -120,11 +130,13 @@ def test_apply_versions_stable(client: Client, first: tuple[JobHandle, OptimizeR
         third.wait(timeout=0.01)
     r3 = third.wait(timeout=120).raise_for_error()
     assert r3.report is not None and r3.report.modifications
-    v2 = client.apply(r3.job_id)  # by job id
+    applied3 = client.apply(r3.job_id)  # by job id
+    assert applied3 is not None and applied3.original is None
+    v2 = applied3.version
     assert v2 is not None
-    assert (v2.version, v2.previous, v2.source) == ("v1.0.1", "v1.0.0", f"job:{third.id}")
+    assert (v2.version, v2.previous, v2.source) == ("v1.0.3", "v1.0.2", f"job:{third.id}")
     history = client.runtime.store.history(NS, KEY)
-    assert [v.version for v in history] == ["v1.0.0", "v1.0.1"]
+    assert [v.version for v in history] == ["v1.0.0", "v1.0.1", "v1.0.2", "v1.0.3"]
     assert temp_tags(client) == []
 
 
@@ -161,13 +173,17 @@ def call(argv):
             code = exc.code or 0
     return {"code": code, "out": out.getvalue(), "err": err.getvalue()}
 
-print(json.dumps({"demo": call(["demo"]), "submit": call(["submit", sys.argv[1], "--json"])}))
+demo = call(["demo"])
+submit = call(["submit", sys.argv[1], "--json"])
+applied = call(["apply", demo["out"].split("submitted ", 1)[1].split()[0]])
+print(json.dumps({"demo": demo, "submit": submit, "apply": applied, "again": call(["demo"])}))
 """
 
 
 def test_demo_and_submit_json_on_a_clean_environment(tmp_path: Path, reference: OptimizationReport) -> None:
-    """``optiflow demo`` then ``optiflow submit JOB --json`` (one interpreter: litellm's import is
-    paid once) with OPTIFLOW_HOME as the only OPTIFLOW_* variable, from an unrelated directory."""
+    """``optiflow demo``, ``optiflow submit JOB --json``, ``optiflow apply`` of the demo's job and
+    ``optiflow demo`` again (one interpreter: litellm's import is paid once) with OPTIFLOW_HOME as
+    the only OPTIFLOW_* variable, from an unrelated directory."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPTIFLOW_")}
     env["OPTIFLOW_HOME"] = str(tmp_path / "home")
     started = time.monotonic()
@@ -192,6 +208,21 @@ def test_demo_and_submit_json_on_a_clean_environment(tmp_path: Path, reference: 
     accepted = [line.split()[1] for line in out.splitlines() if line.strip().startswith("+ ")]
     assert accepted == [path_str(m.section_path) for m in reference.modifications]
     assert f"apply it with: optiflow apply {job_id}" in out
+    home = tmp_path / "home"
+    assert f"  job: sqlite:///{home / 'optiflow.db'}\n" in out  # it says where it wrote
+    assert f"  temporary tags: files under {home / 'store'} (removed when the job ends)" in out
+    assert "tag 'demo', which nothing writes" in out
+
+    # applying the demo's job writes stable, and the next demo still tells the whole story
+    assert runs["apply"]["code"] == 0, runs["apply"]
+    assert runs["apply"]["out"].startswith(
+        "applied: support/bot stable v1.0.1 (the prompt before it is v1.0.0"
+    )
+    again = runs["again"]
+    assert again["code"] == 0, again
+    assert [
+        line.split()[1] for line in again["out"].splitlines() if line.strip().startswith("+ ")
+    ] == accepted
 
     submit = runs["submit"]
     assert submit["code"] == 0, submit
@@ -206,4 +237,5 @@ def test_demo_and_submit_json_on_a_clean_environment(tmp_path: Path, reference: 
     assert not (tmp_path / ".optiflow").exists()
     with contextlib.closing(__import__("sqlite3").connect(tmp_path / "home" / "optiflow.db")) as db:
         rows = sorted(db.execute("select id, status from optiflow_jobs"))
-    assert rows == sorted([(job_id, "completed"), (doc["job_id"], "completed")])
+    again_id = again["out"].split("submitted ", 1)[1].split()[0]
+    assert rows == sorted([(job_id, "completed"), (doc["job_id"], "completed"), (again_id, "completed")])

@@ -51,8 +51,11 @@ def test_weak_prompt_rewrite_raises_success_by_30_points_and_replays(client: Cli
     assert len(set(hashes)) == len(hashes)  # each configuration evaluated once
 
     # apply writes the best as a new version of stable
-    version = client.apply(result)
-    assert version is not None and version.tag == "stable"
+    applied = client.apply(result)
+    assert applied is not None and applied.version is not None and applied.version.tag == "stable"
+    assert applied.original is not None and not applied.original.overrides.sections
+    again = client.apply(result)  # the same job twice: nothing written
+    assert again is not None and again.unchanged and again.version == applied.version
     stable = client.runtime.store.resolve(history.prompt_ns, history.prompt_key, "stable")
     assert stable is not None
     assert {o.body for o in stable.sections} >= {o.body for o in history.best_overrides}

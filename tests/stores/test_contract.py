@@ -12,10 +12,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from optiflow.core.overrides import PromptOverrides, SectionOverride
+from optiflow.core.overrides import Applied, PromptOverrides, SectionOverride, Version
 from optiflow.core.prompt import Prompt, Section
 from optiflow.core.sections import SectionPath
 from optiflow.errors import ConfigError, NotFoundError, StaleOverrideError, ValidationError
@@ -203,7 +204,7 @@ def test_a_refused_call_writes_nothing(store: OverridesStore) -> None:
         with pytest.raises((ValidationError, StaleOverrideError)):
             store.apply(DESC, sections, source="job-1", model_params={"temperature": 0})
     assert {t: store.resolve("support", "bot", t) for t in ("stable", "exp")} == before
-    assert [v.version for v in store.history("support", "bot")] == ["v1.0.0"]
+    assert [v.version for v in store.history("support", "bot")] == ["v1.0.0", "v1.0.1"]
     assert store.list_tags("support", "bot") == ["exp", "stable"]
 
 
@@ -223,18 +224,67 @@ def test_bad_names_are_refused(store: OverridesStore) -> None:
 # -- versions ---------------------------------------------------------------------------------
 
 
+def applied(store: OverridesStore, *args: Any, **kwargs: Any) -> Version:
+    """``store.apply(...)``, which must have written a version: that version."""
+    outcome = store.apply(*args, **kwargs)
+    assert outcome.status == "applied" and outcome.version is not None, outcome
+    return outcome.version
+
+
 def test_apply_records_versions(store: OverridesStore) -> None:
     t0 = datetime.now(UTC)
-    v0 = store.apply(DESC, [ov(INTRO, "a")], source="job-1", description="shorter intro")
-    assert (v0.version, v0.previous, v0.tag) == ("v1.0.0", None, "stable")
-    assert (v0.source, v0.description) == ("job-1", "shorter intro")
-    assert t0 - timedelta(seconds=1) <= v0.created_at <= datetime.now(UTC) + timedelta(seconds=1)
-    v1 = store.apply(DESC, [ov(TONE, "c")], source="job-2", model_params={"temperature": 0.1})
-    assert (v1.version, v1.previous, v1.source, v1.description) == ("v1.0.1", "v1.0.0", "job-2", "")
-    assert {s.path: s.body for s in v1.overrides.sections} == {INTRO: "a", TONE: "c"}
-    assert dict(v1.overrides.model_params) == {"temperature": 0.1}
-    assert store.resolve("support", "bot", "stable") == v1.overrides
-    assert store.history("support", "bot") == [v0, v1]
+    first = store.apply(DESC, [ov(INTRO, "a")], source="job-1", description="shorter intro")
+    assert first.status == "applied" and not first.unchanged
+    original, v1 = first.original, first.version
+    assert original is not None and v1 is not None
+    # the first apply records what the tag rendered before it (here: the prompt's own sections)
+    assert (original.version, original.previous, original.tag, original.source) == (
+        "v1.0.0",
+        None,
+        "stable",
+        "original",
+    )
+    assert original.overrides == PromptOverrides(ns="support", key="bot", tag="stable")
+    assert (v1.version, v1.previous, v1.tag) == ("v1.0.1", "v1.0.0", "stable")
+    assert (v1.source, v1.description) == ("job-1", "shorter intro")
+    assert t0 - timedelta(seconds=1) <= v1.created_at <= datetime.now(UTC) + timedelta(seconds=1)
+    second = store.apply(DESC, [ov(TONE, "c")], source="job-2", model_params={"temperature": 0.1})
+    v2 = second.version
+    assert second.original is None and v2 is not None
+    assert (v2.version, v2.previous, v2.source, v2.description) == ("v1.0.2", "v1.0.1", "job-2", "")
+    assert {s.path: s.body for s in v2.overrides.sections} == {INTRO: "a", TONE: "c"}
+    assert dict(v2.overrides.model_params) == {"temperature": 0.1}
+    assert store.resolve("support", "bot", "stable") == v2.overrides
+    assert store.history("support", "bot") == [original, v1, v2]
+
+
+def test_the_original_keeps_what_the_tag_held_before(store: OverridesStore) -> None:
+    """A tag written without versions (``store``) before its first apply: that content is the
+    original version, so a rollback returns to it."""
+    before = store.store(DESC, [ov(TONE, "hand-written")], tag="stable")
+    first = store.apply(DESC, [ov(INTRO, "a")], source="job-1")
+    assert first.original is not None and first.original.overrides == before
+    assert first.version is not None
+    assert {s.path: s.body for s in first.version.overrides.sections} == {INTRO: "a", TONE: "hand-written"}
+
+
+def test_applying_the_same_change_twice_writes_nothing(store: OverridesStore) -> None:
+    changes = [ov(INTRO, "a"), ov(TONE, "c")]
+    first = applied(store, DESC, changes, source="job-1", model_params={"temperature": 0.2})
+    # the same job again, its sections in another order, or a subset of what is there: no change
+    for sections, params in ((changes, {"temperature": 0.2}), (changes[::-1], None), ([changes[1]], {})):
+        again = store.apply(DESC, sections, source="job-1", model_params=params)
+        assert again.status == "unchanged" and again.unchanged
+        assert again.version == first and again.original is None
+    assert [v.version for v in store.history("support", "bot")] == ["v1.0.0", "v1.0.1"]
+    assert store.resolve("support", "bot", "stable") == first.overrides
+    # nothing to write on a tag with no version at all: unchanged, and still no version
+    empty = store.apply(DESC, [], tag="fresh", source="job-2")
+    assert (empty.status, empty.version) == ("unchanged", None)
+    assert store.history("support", "bot", "fresh") == []
+    assert store.resolve("support", "bot", "fresh") is None
+    # a real change after that is a new version again
+    assert applied(store, DESC, [ov(INTRO, "b")], source="job-3").version == "v1.0.2"
 
 
 def test_history_is_oldest_first_and_per_tag(store: OverridesStore) -> None:
@@ -242,24 +292,36 @@ def test_history_is_oldest_first_and_per_tag(store: OverridesStore) -> None:
         store.apply(DESC, [ov(INTRO, f"stable {i}")], source=f"job-{i}")
     store.apply(DESC, [ov(INTRO, "mine")], tag="alice", source="cli")
     stable = store.history("support", "bot")
-    assert [v.version for v in stable] == ["v1.0.0", "v1.0.1", "v1.0.2"]
-    assert [v.source for v in stable] == ["job-0", "job-1", "job-2"]
-    assert [v.version for v in store.history("support", "bot", "alice")] == ["v1.0.0"]
+    assert [v.version for v in stable] == ["v1.0.0", "v1.0.1", "v1.0.2", "v1.0.3"]
+    assert [v.source for v in stable] == ["original", "job-0", "job-1", "job-2"]
+    assert [v.version for v in store.history("support", "bot", "alice")] == ["v1.0.0", "v1.0.1"]
     assert store.history("support", "bot", "nothing") == []
 
 
 def test_rollback_restores_a_set_as_a_new_version(store: OverridesStore) -> None:
-    v0 = store.apply(DESC, [ov(INTRO, "a")], source="job-1", model_params={"temperature": 0.3})
+    v1 = applied(store, DESC, [ov(INTRO, "a")], source="job-1", model_params={"temperature": 0.3})
     store.apply(DESC, [ov(REFUNDS, "b"), ov(INTRO, "a2")], source="job-2", model_params={"model": "m"})
-    v2 = store.rollback(DESC, "v1.0.0")
-    assert (v2.version, v2.previous, v2.source) == ("v1.0.2", "v1.0.1", "rollback")
-    assert "v1.0.0" in v2.description
-    assert v2.overrides == v0.overrides
-    assert store.resolve("support", "bot", "stable") == v0.overrides
-    assert [v.version for v in store.history("support", "bot")] == ["v1.0.0", "v1.0.1", "v1.0.2"]
-    v3 = store.rollback(DESC, "v1.0.1", source="alice")
-    assert (v3.version, v3.source) == ("v1.0.3", "alice")
-    assert {s.path: s.body for s in v3.overrides.sections} == {INTRO: "a2", REFUNDS: "b"}
+    v3 = store.rollback(DESC, "v1.0.1")
+    assert (v3.version, v3.previous, v3.source) == ("v1.0.3", "v1.0.2", "rollback")
+    assert "v1.0.1" in v3.description
+    assert v3.overrides == v1.overrides
+    assert store.resolve("support", "bot", "stable") == v1.overrides
+    assert [v.version for v in store.history("support", "bot")] == ["v1.0.0", "v1.0.1", "v1.0.2", "v1.0.3"]
+    v4 = store.rollback(DESC, "v1.0.2", source="alice")
+    assert (v4.version, v4.source) == ("v1.0.4", "alice")
+    assert {s.path: s.body for s in v4.overrides.sections} == {INTRO: "a2", REFUNDS: "b"}
+
+
+def test_rollback_undoes_the_first_apply(store: OverridesStore) -> None:
+    store.put_prompt(PROMPT)
+    first = store.apply(DESC, [ov(INTRO, "Hi.")], source="job-1")
+    assert first.original is not None
+    back = store.rollback(DESC, first.original.version)
+    assert (back.version, back.previous) == ("v1.0.2", "v1.0.1")
+    stable = store.resolve("support", "bot", "stable")
+    assert stable is not None and not stable.sections and not stable.model_params
+    rendered = store.get_prompt("support", "bot").render("x", params={"company": "Acme"}, overrides=stable)
+    assert rendered.system == PROMPT.render("x", params={"company": "Acme"}).system
 
 
 def test_rollback_to_an_unknown_version(store: OverridesStore) -> None:
@@ -271,7 +333,7 @@ def test_rollback_to_an_unknown_version(store: OverridesStore) -> None:
         store.rollback(DESC, "1.0.0")
     with pytest.raises(NotFoundError):
         store.rollback(DESC, "v1.0.0", tag="other")
-    assert len(store.history("support", "bot")) == 1
+    assert len(store.history("support", "bot")) == 2
 
 
 def test_rollback_refuses_a_set_that_is_now_stale(store: OverridesStore) -> None:
@@ -279,17 +341,17 @@ def test_rollback_refuses_a_set_that_is_now_stale(store: OverridesStore) -> None
     store.apply(DESC, [ov(INTRO, "a")], source="job-2")
     newer = PROMPT.with_bodies({TONE: "A rewritten tone section."}).descriptor()
     with pytest.raises(StaleOverrideError):
-        store.rollback(newer, "v1.0.0")
-    assert len(store.history("support", "bot")) == 2
+        store.rollback(newer, "v1.0.1")
+    assert len(store.history("support", "bot")) == 3
 
 
 def test_deleting_a_tag_keeps_its_history(store: OverridesStore) -> None:
     store.apply(DESC, [ov(INTRO, "a")], tag="opt-7-0", source="job-7")
     assert store.delete("support", "bot", "opt-7-0") is True
     assert store.resolve("support", "bot", "opt-7-0") is None
-    assert [v.version for v in store.history("support", "bot", "opt-7-0")] == ["v1.0.0"]
-    again = store.apply(DESC, [ov(TONE, "b")], tag="opt-7-0", source="job-7")
-    assert again.version == "v1.0.1"
+    assert [v.version for v in store.history("support", "bot", "opt-7-0")] == ["v1.0.0", "v1.0.1"]
+    again = applied(store, DESC, [ov(TONE, "b")], tag="opt-7-0", source="job-7")
+    assert again.version == "v1.0.2"
     assert [s.path for s in again.overrides.sections] == [TONE]
 
 
@@ -322,12 +384,15 @@ def _race(work: Callable[[int], object]) -> list[object]:
 
 
 def test_racing_applies_never_lose_a_version(store: OverridesStore) -> None:
-    versions = _race(lambda i: store.apply(DESC, [ov(INTRO, f"body {i}")], source=f"job-{i}").version)
-    assert sorted(versions, key=str) == sorted(f"v1.0.{i}" for i in range(THREADS))
+    outcomes = _race(lambda i: store.apply(DESC, [ov(INTRO, f"body {i}")], source=f"job-{i}"))
+    versions = [o.version.version for o in outcomes if isinstance(o, Applied) and o.version]
+    assert sorted(versions) == sorted(f"v1.0.{i}" for i in range(1, THREADS + 1))
+    originals = [o.original for o in outcomes if isinstance(o, Applied) and o.original]
+    assert [v.version for v in originals] == ["v1.0.0"]  # recorded once, by the first apply
     history = store.history("support", "bot")
-    assert [v.version for v in history] == [f"v1.0.{i}" for i in range(THREADS)]
-    assert [v.previous for v in history] == [None] + [f"v1.0.{i}" for i in range(THREADS - 1)]
-    assert sorted(v.source for v in history) == sorted(f"job-{i}" for i in range(THREADS))
+    assert [v.version for v in history] == [f"v1.0.{i}" for i in range(THREADS + 1)]
+    assert [v.previous for v in history] == [None] + [f"v1.0.{i}" for i in range(THREADS)]
+    assert sorted(v.source for v in history) == sorted(["original"] + [f"job-{i}" for i in range(THREADS)])
     assert store.resolve("support", "bot", "stable") == history[-1].overrides
 
 
@@ -383,6 +448,7 @@ def test_stores_share_state_across_instances(tmp_path: Path) -> None:
     """Two filesystem stores on one directory (two processes in real life) see one state."""
     a, b = FilesystemOverridesStore(tmp_path), FilesystemOverridesStore(tmp_path)
     a.apply(DESC, [ov(INTRO, "a")], source="one")
-    assert b.apply(DESC, [ov(TONE, "b")], source="two").version == "v1.0.1"
+    assert applied(b, DESC, [ov(TONE, "b")], source="two").version == "v1.0.2"
     assert isinstance(a.resolve("support", "bot", "stable"), PromptOverrides)
-    assert len(a.history("support", "bot")) == 2
+    assert len(a.history("support", "bot")) == 3
+    assert b.apply(DESC, [ov(TONE, "b")], source="two").unchanged

@@ -17,7 +17,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    from optiflow.interfaces.cli import db, evaluate, jobs, prompt, replay, serve
+    from optiflow.interfaces.cli import cron, db, evaluate, jobs, prompt, replay, serve
 
     main.add_command(prompt.prompt)
     main.add_command(evaluate.eval_command)
@@ -30,6 +30,8 @@ def _register() -> None:
         main.add_command(command)
     main.add_command(replay.replay)
     for command in serve.COMMANDS:
+        main.add_command(command)
+    for command in cron.COMMANDS:
         main.add_command(command)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -15,6 +16,7 @@ from optiflow.interfaces.cli._common import echo, settings
 
 if TYPE_CHECKING:
     from optiflow.core.kinds import AnyReport
+    from optiflow.core.overrides import Applied
     from optiflow.core.result import OptimizeResult
     from optiflow.interfaces.client import Client, JobHandle
 
@@ -67,8 +69,7 @@ def _finish(
         if written is not None:
             click.echo(f"history: {written}", err=True)
     if apply and result.ok:
-        version = client.apply(result)
-        echo(f"applied as {version.tag} {version.version}" if version else "nothing to apply")
+        echo(applied_line(client.apply(result)))
     if not result.ok:
         sys.exit(1)
     verdict = kinds.verdict(report)
@@ -76,6 +77,26 @@ def _finish(
         code, message = verdict
         click.echo(message, err=True)
         sys.exit(code)
+
+
+def applied_line(applied: Applied | None) -> str:
+    """What an apply did, in one line (and how to undo a tag's first apply)."""
+    if applied is None:
+        return "nothing to apply: the job accepted no change"
+    v = applied.version
+    if applied.unchanged:
+        if v is None:
+            return "unchanged: nothing to write"
+        return f"unchanged: {v.ns}/{v.key} {v.tag} {v.version} already holds these changes; nothing written"
+    assert v is not None
+    line = f"applied: {v.ns}/{v.key} {v.tag} {v.version}"
+    if applied.original is not None:
+        tag = "" if v.tag == "stable" else f" --tag {v.tag}"
+        line += (
+            f" (the prompt before it is {applied.original.version}: "
+            f"optiflow prompt rollback {v.ns}/{v.key} {applied.original.version}{tag} undoes it)"
+        )
+    return line
 
 
 def write_history(report: AnyReport, root: Path) -> Path | None:
@@ -129,6 +150,31 @@ def submit(
     still unfinished when the command ends (--timeout, Ctrl-C) is ended ``cancelled``.
     Exit codes: 0 done, 1 the job failed or was cancelled, 2 refused input, 3 a measure job fell
     under --fail-below."""
+    run_submit(
+        job_file,
+        wait_=wait_,
+        apply_=apply_,
+        timeout=timeout,
+        as_json=as_json,
+        fail_below=fail_below,
+        history_dir=history_dir,
+    )
+
+
+def run_submit(
+    job_file: Path,
+    *,
+    wait_: bool,
+    apply_: bool,
+    timeout: float | None,
+    as_json: bool,
+    fail_below: float | None,
+    history_dir: Path,
+    on_submitted: Callable[[str], None] | None = None,
+) -> None:
+    """``optiflow submit``: OptiflowError for refused input, SystemExit(1 or 3) as documented there.
+    ``on_submitted(job_id)`` is called once the job is enqueued (an error after it is not the
+    input's fault)."""
     if apply_ and not wait_:
         raise ValidationError("--apply needs --wait", field="--apply")
     if fail_below is not None and not 0 <= fail_below <= 1:
@@ -146,7 +192,11 @@ def submit(
             if spec.kind != "measure":
                 raise ValidationError("only measure jobs have a pass-rate floor", field="--fail-below")
             spec = spec.model_copy(update={"fail_below": fail_below})
+        if apply_ and spec.kind == "measure":
+            raise ValidationError("a measure job changes nothing: nothing to apply", field="--apply")
         job = client.submit(spec)
+        if on_submitted is not None:
+            on_submitted(job.id)
         # with --json, stdout holds nothing but the JSON document
         click.echo(f"submitted {job.id}", err=as_json)
         if not wait_:
@@ -239,8 +289,7 @@ def report(job_id: str, as_json: bool, history_dir: Path | None) -> None:
 def apply(job_id: str, tag: str) -> None:
     """Write a finished job's accepted modifications to TAG as a new version."""
     with _job_client(job_id) as client:
-        version = client.apply(job_id, tag=tag)
-        echo(f"{version.ns}/{version.key} {version.tag} {version.version}" if version else "nothing to apply")
+        echo(applied_line(client.apply(job_id, tag=tag)))
 
 
 @click.command()
@@ -314,21 +363,62 @@ def worker(role: str, concurrency: int | None, loglevel: str) -> None:
     app.worker_main(argv)
 
 
+DEMO_TAG = "demo"  # the demo's baseline tag: nothing writes it, so every demo starts from the same prompt
+
+
+def redacted(url: str) -> str:
+    """A service URL without its password, fit to print."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _demo_where(client: Client, ns: str, key: str) -> list[str]:
+    s = client.settings
+    store = {"filesystem": f"files under {s.home / 'store'}", "sql": "the jobs database"}.get(
+        s.effective_store, f"Redis {redacted(s.redis_url or '')}, keys under {s.key_prefix}:"
+    )
+    if s.effective_store == "memory":
+        store = "memory (gone when this command ends)"
+    return [
+        f"  baseline: {ns}/{key} as shipped (tag {DEMO_TAG!r}, which nothing writes: each demo starts"
+        " from the same prompt, whatever was applied to stable)",
+        f"  job: {redacted(s.effective_database_url)}",
+        f"  temporary tags: {store} (removed when the job ends); stable: only `optiflow apply` writes it",
+    ]
+
+
 @click.command()
 @click.option("--job", "job_file", type=click.Path(path_type=Path), default=None, help="default: the example")
 @click.option("--json", "as_json", is_flag=True)
 def demo(job_file: Path | None, as_json: bool) -> None:
-    """Run the shipped example's compress job end to end and print the report."""
+    """Run the shipped example's compress job end to end and print the report.
+
+    The job starts from the prompt as shipped (baseline tag ``demo``, which nothing writes), so
+    the demo shows the same story after ``optiflow apply`` changed stable."""
     job_file = job_file or example_job()
     if not job_file.exists():
         raise ValidationError(
             "example job not found; run from an optiflow checkout or pass --job", field=str(job_file)
         )
     with _client() as client:
-        mode = "embedded worker" if client.runtime.embedded else f"workers via {client.settings.redis_url}"
+        embedded = client.runtime.embedded
+        mode = "embedded worker" if embedded else f"workers via {redacted(client.settings.redis_url or '')}"
         echo(f"optiflow demo: {job_file} ({mode})")
         started = time.monotonic()
-        job = client.submit_file(job_file)
+        from optiflow.jobfile import load_job
+
+        base = "tag" if load_job(job_file).kind == "measure" else "baseline_tag"
+        job = client.submit_file(job_file, **{base: DEMO_TAG})
+        spec = client.runtime.spec(job.id)
+        if not as_json:
+            for line in _demo_where(client, spec.prompt.ns, spec.prompt.key):
+                echo(line)
         echo(f"submitted {job.id}")
         result = _progress_then_result(job, client.settings.job_timeout_s, quiet=as_json)
         _finish(client, result, apply=False, as_json=as_json, elapsed=time.monotonic() - started)

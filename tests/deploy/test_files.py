@@ -26,7 +26,7 @@ import yaml
 from optiflow.distributed.app import QUEUE_CONTROL, QUEUE_EVAL, QUEUES
 from optiflow.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
@@ -332,28 +332,31 @@ def test_env_example_names_every_setting() -> None:
 
 # -- deploy/crontab.example -----------------------------------------------------------------------
 def test_crontab(app_env: None) -> None:
-    jobs = [
-        line
-        for line in CRONTAB.read_text().splitlines()
-        if line.strip() and not line.startswith("#") and not re.match(r"^\w+=", line)
-    ]
+    """Each job line runs the virtualenv's optiflow by absolute path (cron's PATH has no venv):
+    ``"$VENV/bin/optiflow" cron JOB ...`` with the crontab's own variables, parsed by the real
+    command. tests/deploy/test_cron.py runs the lines."""
+    assigned: dict[str, str] = {}
+    jobs = []
+    for line in CRONTAB.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        if m := re.match(r"^(\w+)=(.*)$", line):
+            assigned[m[1]] = m[2]
+        else:
+            jobs.append(line)
     assert jobs, "deploy/crontab.example has no job line"
+    check_env_names(list(assigned), "deploy/crontab.example")
     for line in jobs:
         fields = line.split(None, 5)
         assert len(fields) == 6, f"crontab: expected 5 time fields and a command: {line!r}"
-        command = fields[5]
-        assert "%" not in command, "cron turns an unescaped % into a newline"
-        tokens = shlex.split(command)
-        assert "flock" in tokens and tokens.index("flock") < tokens.index("optiflow"), (
-            "guard the nightly run with flock so runs never overlap"
-        )
-        start = tokens.index("optiflow")
-        end = next(
-            (i for i in range(start, len(tokens)) if tokens[i] in ("&&", "||", ";", "|", ">>", ">")),
-            len(tokens),
-        )
-        info = check_command([t for t in tokens[start:end] if t != "2>&1"], "deploy/crontab.example")
-        assert info["sub"] == "submit" and info["params"]["wait_"], "the nightly line submits --wait"
+        # the shell expands the crontab's variables (cron puts them in the command's environment)
+        expand = re.compile(r"\$(\w+)|\$\{(\w+)\}")
+        argv = [expand.sub(lambda m: assigned[m[1] or m[2]], t) for t in shlex.split(fields[5])]
+        program = Path(argv[0])
+        assert program.is_absolute() and program.name == "optiflow", f"not an absolute optiflow: {argv[0]}"
+        info = check_command(["optiflow", *argv[1:]], "deploy/crontab.example")
+        assert info["sub"] == "cron", "the crontab runs `optiflow cron` (env file, lock, log, exit codes)"
+        assert info["params"]["env_file"] is not None
 
 
 # -- deploy/k8s -----------------------------------------------------------------------------------
@@ -391,8 +394,40 @@ def test_k8s_manifests(compose: dict[str, Any], app_env: None) -> None:
             kind = "ConfigMap" if "configMapRef" in source else "Secret"
             assert ref["name"] in by_kind.get(kind, {}), f"{name}: no {kind} {ref['name']}"
     assert consumed == set(QUEUES)
-    for hpa in by_kind.get("HorizontalPodAutoscaler", {}).values():
+    for hpa in [
+        *by_kind.get("HorizontalPodAutoscaler", {}).values(),
+        *by_kind.get("ScaledObject", {}).values(),
+    ]:
         assert hpa["spec"]["scaleTargetRef"]["name"] in deployments
+    cronjobs = by_kind.get("CronJob", {})
+    assert cronjobs, "deploy/k8s: no CronJob (the crontab's jobs, in a cluster)"
+    runs = set()
+    for name, cronjob in cronjobs.items():
+        assert cronjob["spec"]["concurrencyPolicy"] == "Forbid", f"{name}: runs must not overlap"
+        pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        assert pod["restartPolicy"] == "Never"
+        (container,) = pod["containers"]
+        argv = argv_of(container.get("command")) + argv_of(container.get("args"))
+        info = check_command(argv, f"deploy/k8s {name}")
+        assert info["sub"] == "cron", f"{name}: runs `optiflow cron` (exit codes, lock, log)"
+        assert str(info["params"]["log_file"]) == "-", f"{name}: log to stdout (kubectl logs)"
+        job_file = Path(argv[2])  # the image's WORKDIR /app holds the checkout's examples/
+        assert job_file.parts[:2] == ("/", "app") and (ROOT / job_file.relative_to("/app")).exists(), job_file
+        runs.add("--fail-below" if info["params"]["fail_below"] is not None else "")
+        runs.add("--apply" if info["params"]["apply_"] else "")
+        for source in container.get("envFrom", []):
+            ref = source.get("configMapRef") or source.get("secretRef")
+            kind = "ConfigMap" if "configMapRef" in source else "Secret"
+            assert ref["name"] in by_kind.get(kind, {}), f"{name}: no {kind} {ref['name']}"
+    assert {"--fail-below", "--apply"} <= runs, "a nightly measure with a floor and a compress with --apply"
+    # Flower's API answers 401 without auth: basic auth from the Secret, as FLOWER_BASIC_AUTH
+    (flower_container,) = deployments["optiflow-flower"]["spec"]["template"]["spec"]["containers"]
+    secrets = [
+        by_kind["Secret"][src["secretRef"]["name"]]
+        for src in flower_container["envFrom"]
+        if "secretRef" in src
+    ]
+    assert any("FLOWER_BASIC_AUTH" in secret.get("stringData", {}) for secret in secrets)
     flower_labels = deployments["optiflow-flower"]["spec"]["template"]["metadata"]["labels"]
     (flower_service,) = by_kind["Service"].values()
     assert flower_service["spec"]["selector"].items() <= flower_labels.items()
