@@ -128,8 +128,9 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
                 queues = set(sender.app.amqp.queues.consume_from) if sender is not None else set()
                 if not queues or QUEUE_EVAL in queues:
                     install_from_settings(settings, embedded=False)
-                    for line in lines:
-                        log.info("%s", line)
+                    # Before the banner, on stderr: worker_init comes before Celery's logging.
+                    sys.stderr.write("".join(f"{line}\n" for line in lines))
+                    sys.stderr.flush()
             except OptiflowError as exc:
                 sys.stderr.write(f"optiflow worker refused to start: error[{exc.code}]: {exc}\n")
                 raise SystemExit(2) from None
