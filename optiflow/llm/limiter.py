@@ -284,7 +284,9 @@ def route_status(
     backlog_s: float = 0.0,
     shared: bool = False,
 ) -> RouteStatus:
-    rr, tr = _per_s(route.rpm, provider_rpm, factor), _per_s(route.tpm, provider_tpm, factor)
+    def effective(rate: float | None, provider: float | None) -> float | None:
+        return None if rate is None else (min(rate, provider) if provider else rate) * factor
+
     return RouteStatus(
         name=route.name,
         model=route.model,
@@ -294,8 +296,8 @@ def route_status(
         concurrency=route.concurrency,
         burst_s=route.burst_s,
         factor=factor,
-        effective_rpm=rr * 60 if route.rpm else None,
-        effective_tpm=tr * 60 if route.tpm else None,
+        effective_rpm=effective(route.rpm, provider_rpm),
+        effective_tpm=effective(route.tpm, provider_tpm),
         paused_s=paused_s,
         in_flight=in_flight,
         backlog_s=backlog_s,
