@@ -260,8 +260,8 @@ def write(runs: list[Run], out: Path, notes: dict[str, Any]) -> None:
         "each (32 to 128 threads, each able to send 5 calls/s at that latency: every configuration can",
         "exceed the limit), plus one control worker. Model retries: 2 (`ModelConfig.retries`).",
         "",
-        f"Limiter on: `OPTIFLOW_MODEL_LIMITS='{notes['limits']}'` (the provider's published rpm, optiflow's",
-        "default bucket of 0.5 s), shared by the eval workers in Redis. Limiter off: each call retries its",
+        f"Limiter on: `OPTIFLOW_MODEL_LIMITS='{notes['limits']}'` (the provider's published rpm; a bucket of",
+        f"{notes['limiter_burst_s']:g} s), shared by the eval workers in Redis. Limiter off: each call retries its",
         "429s with jittered exponential backoff, as before this change.",
         "",
         "Requests = what the provider received (every attempt); 429s = what it refused; model calls = the",
@@ -302,11 +302,18 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=200)
     parser.add_argument("--server-burst-s", type=float, default=1.0)
     parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument(
+        "--burst-s", type=float, default=None, help="the limiter's bucket (default: optiflow's)"
+    )
+    parser.add_argument("--only-on", action="store_true", help="skip the runs without the limiter")
     args = parser.parse_args()
 
     load_before = os.getloadavg()[0]
     url = os.environ.get("OPTIFLOW_BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
-    limits = ModelLimits(routes=(RouteLimit(name=ROUTE, model=MODEL, rpm=args.rpm),))
+    route = {"name": ROUTE, "model": MODEL, "rpm": args.rpm}
+    if args.burst_s is not None:
+        route["burst_s"] = args.burst_s
+    limits = ModelLimits(routes=(RouteLimit.model_validate(route),))
     runs: list[Run] = []
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -328,9 +335,9 @@ def main() -> None:
             runs.append(
                 measure(env, home, server, spec, workers, limits, reference, f"{label}, limiter on")[0]
             )
-            runs.append(
-                measure(env, home, server, spec, workers, None, reference, f"{label}, limiter off")[0]
-            )
+            if not args.only_on:
+                off = measure(env, home, server, spec, workers, None, reference, f"{label}, limiter off")
+                runs.append(off[0])
     notes = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}",
@@ -338,7 +345,10 @@ def main() -> None:
         "rpm": args.rpm,
         "latency_ms": args.latency_ms,
         "server_burst_s": args.server_burst_s,
-        "limits": json.dumps({ROUTE: {"model": MODEL, "rpm": args.rpm}}),
+        "limits": json.dumps(
+            {r.name: r.model_dump(exclude={"name"}, exclude_defaults=True) for r in limits.routes}
+        ),
+        "limiter_burst_s": limits.routes[0].burst_s,
     }
     write(runs, args.out, notes)
     print(f"wrote {args.out}")

@@ -75,9 +75,9 @@ def test_startup_lines_say_what_is_enforced_and_where() -> None:
     lines = startup_lines(Settings(model_limits=DOC, redis_url="redis://127.0.0.1:6379/13"))
     assert lines == [
         "model limits (shared by the fleet in Redis, max wait 1800 s):",
-        "  openai-4o (openai/gpt-4o*): 500 rpm, 200000 tpm, 64 concurrent, burst 0.5 s",
-        "  openai/gpt-4o-mini: 1200 rpm, burst 0.5 s",
-        "  local (openai/smollm2 at http://127.0.0.1:8012/v1): 4 concurrent, burst 0.5 s",
+        "  openai-4o (openai/gpt-4o*): 500 rpm, 200000 tpm, 64 concurrent, burst 0.1 s",
+        "  openai/gpt-4o-mini: 1200 rpm, burst 0.1 s",
+        "  local (openai/smollm2 at http://127.0.0.1:8012/v1): 4 concurrent, burst 0.1 s",
     ]
     assert "none" in startup_lines(Settings(model_limits=None))[0]
     embedded = startup_lines(Settings(model_limits=DOC, redis_url=None), embedded=True)
@@ -97,7 +97,7 @@ def test_describe_is_json_for_the_page() -> None:
         "rpm": 500.0,
         "tpm": 200000.0,
         "concurrency": 64,
-        "burst_s": 0.5,
+        "burst_s": 0.1,
         "factor": 1.0,
         "effective_rpm": 500.0,
         "effective_tpm": 200000.0,
@@ -112,4 +112,4 @@ def test_describe_is_json_for_the_page() -> None:
 def test_parse_is_pure_and_keeps_order() -> None:
     limits = parse_model_limits({"b": {"rpm": 1}, "a": {"tpm": 2}})
     assert isinstance(limits, ModelLimits) and [r.name for r in limits.routes] == ["b", "a"]
-    assert RouteLimit(name="x", model="m", concurrency=1).describe() == "x (m): 1 concurrent, burst 0.5 s"
+    assert RouteLimit(name="x", model="m", concurrency=1).describe() == "x (m): 1 concurrent, burst 0.1 s"

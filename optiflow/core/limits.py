@@ -44,11 +44,12 @@ class RouteLimit(Frozen):
     tpm: float | None = Field(default=None, gt=0, description="tokens (prompt + completion) per minute")
     concurrency: int | None = Field(default=None, ge=1, description="calls in flight at once, fleet-wide")
     burst_s: float = Field(
-        default=0.5,
+        default=0.1,
         gt=0,
         le=60,
-        description="the bucket holds this many seconds of the rate; keep it below the provider's "
-        "own (providers enforce per-minute limits over short windows, OpenAI per second)",
+        description="the bucket holds this many seconds of the rate. Keep it well below the "
+        "provider's own (providers enforce per-minute limits over short windows, OpenAI per "
+        "second): the difference absorbs the jitter between a call's turn here and its arrival there",
     )
     recover_s: float = Field(
         default=30.0,

@@ -33,6 +33,7 @@ transient error or the error was permanent).
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -42,18 +43,22 @@ from typing import Any
 from pydantic import Field
 
 from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.limits import RouteLimit
 from optiflow.core.model import ModelConfig
 from optiflow.llm.limiter import (
     LEASE_MARGIN_S,
     Lease,
     Limiter,
     LimiterTimeout,
+    Outcome,
     Status,
     normalize_headers,
     outcome_from_headers,
 )
 from optiflow.llm.limiter import installed as installed_limiter
 from optiflow.llm.runtime import SIM_PROVIDER, get_litellm
+
+log = logging.getLogger(__name__)
 
 DEFAULT_BACKOFF_BASE_S = 0.5
 MAX_BACKOFF_S = 30.0
@@ -176,6 +181,9 @@ def complete(
                     attempts=attempt + 1,
                     wait_ms=(waited + exc.waited_s) * 1000.0,
                 )
+            except Exception as exc:  # the limiter's store is down: this call goes unlimited
+                log.warning("model route %s: limiter unavailable, calling without it: %s", route.name, exc)
+                lease, wait_s = None, 0.0
             waited += wait_s
         try:
             result, headers = _call_once(litellm, config, msgs, params, metadata, attempt, stream)
@@ -184,7 +192,7 @@ def complete(
             rate_limited = _is_rate_limit(exc)
             if limiter is not None and route is not None and lease is not None:
                 status: Status = "rate_limited" if rate_limited else "error"
-                limiter.finish(route, lease, outcome_from_headers(status, _error_headers(exc)))
+                _finish(limiter, route, lease, outcome_from_headers(status, _error_headers(exc)))
             if not transient or attempt >= config.retries:
                 return Completion(
                     error=error_message(exc),
@@ -200,8 +208,18 @@ def complete(
         if limiter is not None and route is not None and lease is not None:
             used = result.prompt_tokens + result.completion_tokens
             outcome = outcome_from_headers("ok", headers, tokens_used=used if used > 0 else None)
-            limiter.finish(route, lease, outcome, completion_tokens=result.completion_tokens or None)
+            _finish(limiter, route, lease, outcome, completion_tokens=result.completion_tokens or None)
         return result.model_copy(update={"wait_ms": waited * 1000.0}) if waited else result
+
+
+def _finish(
+    limiter: Limiter, route: RouteLimit, lease: Lease, outcome: Outcome, completion_tokens: int | None = None
+) -> None:
+    """Report the call to its route; a store that is down loses the report (the lease expires)."""
+    try:
+        limiter.finish(route, lease, outcome, completion_tokens=completion_tokens)
+    except Exception as exc:
+        log.warning("model route %s: limiter unavailable, call not reported: %s", route.name, exc)
 
 
 def _is_rate_limit(exc: BaseException) -> bool:

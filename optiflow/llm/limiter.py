@@ -38,6 +38,7 @@ progress beat. Only a wait longer than ``max_wait_s`` gives up (a transient erro
 from __future__ import annotations
 
 import email.utils
+import logging
 import math
 import re
 import threading
@@ -54,6 +55,8 @@ from pydantic import Field
 from optiflow.core.base import Frozen
 from optiflow.core.limits import ModelLimits, RouteLimit
 from optiflow.core.model import ModelConfig
+
+log = logging.getLogger(__name__)
 
 LEASE_MARGIN_S = 30.0
 """A concurrency lease lasts the call's timeout plus this; a killed worker's slot frees by itself."""
@@ -123,7 +126,7 @@ class RouteStatus(Frozen):
     rpm: float | None = None
     tpm: float | None = None
     concurrency: int | None = None
-    burst_s: float = 0.5
+    burst_s: float = 0.1
     factor: float = 1.0
     effective_rpm: float | None = None
     effective_tpm: float | None = None
@@ -391,7 +394,10 @@ class Limiter:
             hook = _on_wait.get()
             if hook is not None and now - last_beat >= BEAT_EVERY_S:
                 last_beat = now
-                hook()
+                try:
+                    hook()
+                except Exception as exc:  # a missed beat is no reason to fail the call
+                    log.warning("limiter wait hook failed: %s", exc)
             self._sleep(max(0.001, min(adm.wait_s, SLICE_S, self.max_wait_s - (now - started))))
 
     def finish(

@@ -62,7 +62,7 @@ def limiter_for(server: RateLimitedServer, **limits: object) -> Limiter:
 
 def test_calls_from_many_threads_stay_under_the_providers_rate(provider: RateLimitedServer) -> None:
     provider.configure(rpm=600, burst_s=1.0)  # 10/s, the provider's bucket holds 1 s
-    limiter = limiter_for(provider, rpm=600)  # ours holds 0.5 s
+    limiter = limiter_for(provider, rpm=600)  # ours holds 0.1 s: one call
     cfg = model(provider)
     started = time.monotonic()
     with ThreadPoolExecutor(8) as pool:
@@ -72,8 +72,8 @@ def test_calls_from_many_threads_stay_under_the_providers_rate(provider: RateLim
     assert all(r.attempts == 1 for r in results)
     stats = provider.stats()
     assert stats["rejected"] == 0 and stats["accepted"] == 15
-    assert elapsed >= 0.9  # 5 at once, 10 more at 10/s
-    assert sum(r.wait_ms > 0 for r in results) >= 9
+    assert elapsed >= 1.3  # one at once, 14 more at 10/s
+    assert sum(r.wait_ms > 0 for r in results) >= 13
     assert all(r.latency_ms < 1000 for r in results)  # waiting is not latency
 
 
@@ -132,6 +132,21 @@ def test_the_installed_limiter_is_used_and_the_wait_hook_runs(
         install(None)
     assert first.ok and second.ok and second.wait_ms >= 300
     assert beats  # a waiting call keeps its job's progress beat
+
+
+def test_a_limiter_whose_store_is_down_lets_the_call_through() -> None:
+    import redis
+
+    from optiflow.distributed.ratelimit import RedisLimiterBackend
+    from optiflow.llm.local_model import free_port
+
+    down = redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.2)
+    route = RouteLimit(name="m", model="gpt-4o-mini", rpm=60)
+    limiter = Limiter(ModelLimits(routes=(route,)), RedisLimiterBackend(down, "x"))
+    result = complete(
+        ModelConfig(model="gpt-4o-mini", params={"mock_response": "fine"}), MSGS, limiter=limiter
+    )
+    assert result.ok and result.output == "fine" and result.wait_ms == 0
 
 
 def test_header_parsing() -> None:
