@@ -300,13 +300,8 @@ def worker(role: str, concurrency: int | None, loglevel: str) -> None:
     s = settings()
     if not s.distributed:
         raise ValidationError("set OPTIFLOW_REDIS_URL to run a worker process", field="OPTIFLOW_REDIS_URL")
-    from optiflow.distributed.ratelimit import startup_lines
-
-    limits = startup_lines(s)  # bad OPTIFLOW_MODEL_LIMITS: one line naming the field, exit 2
-    app = create_app(s, embedded=False)
-    if role != "control":
-        for line in limits:
-            echo(line)
+    s.limits()  # bad OPTIFLOW_MODEL_LIMITS: one line naming the field, exit 2, before Celery starts
+    app = create_app(s, embedded=False)  # an eval worker prints its limits at worker_init
     queues = {"eval": QUEUE_EVAL, "control": QUEUE_CONTROL, "all": f"{QUEUE_CONTROL},{QUEUE_EVAL}"}[role]
     argv = ["worker", "-Q", queues, f"--loglevel={loglevel}", "-n", f"{role}@%h"]
     if role == "control":
