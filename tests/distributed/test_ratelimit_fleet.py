@@ -59,3 +59,23 @@ def test_processes_sharing_one_bucket_keep_the_configured_rate(redis_url: str, r
         running += step
         peak = max(peak, running)
     assert peak <= route.concurrency  # type: ignore[operator]
+
+
+def test_spend_never_passes_its_cap_under_contention(redis_url: str, redis_prefix: str) -> None:
+    """The budget primitive: concurrent spenders against one cap, atomically."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import redis
+
+    from optiflow.distributed.ratelimit import spend
+
+    client = redis.Redis.from_url(redis_url)
+    key = f"{redis_prefix}:budget"
+    with ThreadPoolExecutor(8) as pool:
+        spent = list(pool.map(lambda _: spend(client, key, 1.5, cap=15.0)[0], range(40)))
+    assert sum(spent) == 10
+    ok, total = spend(client, key, 0.5, cap=15.0)
+    assert not ok and total == 15.0
+    assert spend(client, key, -3.0, cap=15.0) == (True, 12.0)  # a refund always goes through
+    assert spend(client, key, 2.0, cap=None, ttl_s=60) == (True, 14.0) and 0 < client.ttl(key) <= 60
+    client.close()

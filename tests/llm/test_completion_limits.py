@@ -74,7 +74,9 @@ def test_calls_from_many_threads_stay_under_the_providers_rate(provider: RateLim
     assert stats["rejected"] == 0 and stats["accepted"] == 15
     assert elapsed >= 1.3  # one at once, 14 more at 10/s
     assert sum(r.wait_ms > 0 for r in results) >= 13
-    assert all(r.latency_ms < 1000 for r in results)  # waiting is not latency
+    # waiting is counted apart from latency: both fit in the wall time of the whole batch
+    assert all(r.latency_ms + r.wait_ms <= elapsed * 1000 + 50 for r in results)
+    assert max(r.wait_ms for r in results) >= 500  # 8 threads: up to 7 turns of 0.1 s ahead
 
 
 def test_a_429_pauses_the_route_and_its_retry_passes_the_limiter(provider: RateLimitedServer) -> None:
