@@ -25,8 +25,8 @@ The algorithm, per route (the Redis backend runs it in Lua, atomically, on Redis
   :data:`DEFAULT_PAUSE_S`): reservations made before it are void (their callers reserve again
   after the pause) and the buckets restart empty at the pause's end. A 429 on a call that was
   admitted after the previous 429's pause ended means the rate itself is too high: the route's
-  rate is halved (down to :data:`MIN_FACTOR`). Every success then adds back half the configured
-  rate per ``2 * recover_s`` seconds (additive increase) until the configured rate is reached.
+  rate is halved (down to :data:`MIN_FACTOR`). Successes then raise it linearly (additive
+  increase), from half to the full configured rate in ``recover_s`` seconds.
   ``x-ratelimit-limit-*`` below the configured rate lowers it to the provider's; ``remaining 0``
   with a long reset (:data:`HINT_MIN_PAUSE_S`) pauses the route until the reset.
 
