@@ -1,7 +1,7 @@
 PY ?= python3
 PYTEST ?= $(PY) -m pytest
 
-.PHONY: install demo test test-fast lint typecheck check bench chaos format clean
+.PHONY: install demo test test-fast lint typecheck check bench chaos bench-limits format clean
 
 install:  ## install optiflow with its dev tools (editable)
 	$(PY) -m pip install -q -e ".[dev]"
@@ -34,6 +34,9 @@ bench:  ## compress-job throughput vs a bare Celery chord; writes bench/results.
 
 chaos:  ## kill -9 workers mid-job, 20 rounds; writes bench/chaos_results.md
 	$(PY) -m bench.chaos --out bench/chaos_results.md
+
+bench-limits:  ## the example job against a 1,200 rpm provider, 1/2/4 eval workers, limiter on/off; writes bench/limits_results.md
+	$(PY) -m bench.limits --out bench/limits_results.md
 
 clean:
 	rm -rf .optiflow .pytest_cache .mypy_cache .ruff_cache

@@ -17,9 +17,13 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 if TYPE_CHECKING:
     from optiflow.core.limits import JobLimits
+    from optiflow.core.rate_limits import ModelLimits
 
 # A list setting from the environment: comma-separated (``a,b``) or a JSON list (``["a", "b"]``).
 Names = Annotated[tuple[str, ...], NoDecode]
+
+
+MODEL_LIMITS_ENV = "OPTIFLOW_MODEL_LIMITS"
 
 
 class Settings(BaseSettings):
@@ -46,6 +50,19 @@ class Settings(BaseSettings):
         default=False,
         description="workers always send task events; off by default because Flower turns them on "
         "while it runs (its enable_events broadcast), so nobody pays for events nobody watches",
+    )
+
+    model_limits: str | None = Field(
+        default=None,
+        description="rate limits per model route, shared by every worker: inline JSON "
+        '(\'{"openai/gpt-4o-mini": {"rpm": 500, "tpm": 200000, "concurrency": 32}}\') or the path of '
+        "a JSON / YAML file holding that mapping (see optiflow.core.rate_limits)",
+    )
+    limit_max_wait_s: float = Field(
+        default=1800,
+        gt=0,
+        description="a model call that waited this long for its route's limiter gives up with a "
+        "transient error (keep it below the broker's visibility timeout, 3600 s)",
     )
 
     http_host: str = Field(default="127.0.0.1", description="address `optiflow serve` listens on")
@@ -113,3 +130,37 @@ class Settings(BaseSettings):
         if self.store != "auto":
             return self.store
         return "redis" if self.redis_url else "filesystem"
+
+    def limits(self) -> ModelLimits:
+        """The parsed ``OPTIFLOW_MODEL_LIMITS``; :class:`~optiflow.errors.ConfigError` naming the
+        field (``OPTIFLOW_MODEL_LIMITS: openai-main.rpm``) when it is wrong."""
+        from optiflow.core.rate_limits import parse_model_limits
+
+        return parse_model_limits(_limits_document(self.model_limits), MODEL_LIMITS_ENV)
+
+
+def _limits_document(raw: str | None) -> object:
+    import json
+
+    from optiflow.errors import ConfigError
+
+    if raw is None or not raw.strip():
+        return None
+    text = raw.strip()
+    if text[0] in "{[":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"invalid JSON: {exc.msg} (column {exc.colno})", field=MODEL_LIMITS_ENV
+            ) from None
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"neither inline JSON nor an existing file: {text}", field=MODEL_LIMITS_ENV)
+    from optiflow.errors import ValidationError
+    from optiflow.files import read_yaml
+
+    try:
+        return read_yaml(path)  # YAML is a superset of JSON
+    except ValidationError as exc:
+        raise ConfigError(exc.message, field=f"{MODEL_LIMITS_ENV}: {exc.field}") from None

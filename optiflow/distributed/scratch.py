@@ -71,6 +71,11 @@ class JobScratch(Protocol):
 
     def progress(self, job_id: str) -> Progress | None: ...
 
+    def beat(self, job_id: str) -> None:
+        """The running step is alive though no evaluation finished (its calls wait for a rate
+        limit): move its ``beat`` to now. Nothing happens for a job with no running step."""
+        ...
+
     def try_lock(self, name: str, ttl_s: float) -> bool:
         """Take the named lock for ``ttl_s`` seconds unless someone holds it."""
         ...
@@ -86,9 +91,17 @@ class JobScratch(Protocol):
         ...
 
 
+# Only a step that exists gets its beat moved (HSET alone would create a progress hash).
+_BEAT = """
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'beat', ARGV[1]) end
+return 0
+"""
+
+
 class RedisJobScratch:
     def __init__(self, client: redis.Redis[Any], prefix: str, cache_ttl_s: int = CACHE_TTL_S) -> None:
         self.client, self.prefix, self.cache_ttl_s = client, prefix, cache_ttl_s
+        self._beat = client.register_script(_BEAT)
 
     def lookup(self, job_id: str, experiment_id: str, key: str) -> tuple[Skip, EvalResult | None]:
         cancelled, regressed, cached = self.client.mget(
@@ -131,6 +144,9 @@ class RedisJobScratch:
         if not raw:
             return None
         return Progress.model_validate({k.decode(): v.decode() for k, v in raw.items()})
+
+    def beat(self, job_id: str) -> None:
+        self._beat(keys=[keys.progress(self.prefix, job_id)], args=[repr(time.time())])
 
     def try_lock(self, name: str, ttl_s: float) -> bool:
         return bool(self.client.set(keys.lock(self.prefix, name), b"1", nx=True, px=int(ttl_s * 1000)))
@@ -190,6 +206,12 @@ class MemoryJobScratch:
     def progress(self, job_id: str) -> Progress | None:
         with self._lock:
             return self._progress.get(job_id)
+
+    def beat(self, job_id: str) -> None:
+        with self._lock:
+            p = self._progress.get(job_id)
+            if p is not None:
+                self._progress[job_id] = p.model_copy(update={"beat": time.time()})
 
     def try_lock(self, name: str, ttl_s: float) -> bool:
         now = time.monotonic()

@@ -27,6 +27,7 @@ def evaluate_one(
     rt: Runtime, job_id: str, experiment_id: str, tag: str, sample_id: str, run: int, guarded: bool
 ) -> dict[str, Any]:
     from optiflow.evaluator import evaluate_rendered, render_failure
+    from optiflow.llm.limiter import while_waiting
 
     spec = rt.spec(job_id)
     overrides = rt.overrides(spec.prompt.ns, spec.prompt.key, tag)
@@ -58,15 +59,16 @@ def evaluate_one(
         result = hit.model_copy(update={"experiment_id": experiment_id, "run": run, "cached": True})
         fresh = None
     else:
-        result = evaluate_rendered(
-            rendered=rendered,
-            sample=sample,
-            check=spec.check,
-            model=model,
-            run=run,
-            experiment_id=experiment_id,
-            python_checks=rt.settings.python_checks,
-        )
+        with while_waiting(lambda: rt.scratch.beat(job_id)):  # a rate-limited wait is no stall
+            result = evaluate_rendered(
+                rendered=rendered,
+                sample=sample,
+                check=spec.check,
+                model=model,
+                run=run,
+                experiment_id=experiment_id,
+                python_checks=rt.settings.python_checks,
+            )
         fresh = result if result.error is None else None  # errors are retried, never cached
     regressed = guarded and not (result.success and result.passed)
     rt.scratch.record(job_id, experiment_id, key, fresh, regressed)
@@ -79,7 +81,10 @@ def propose_one(rt: Runtime, job_id: str, path_text: str) -> dict[str, Any]:
     try:
         if not isinstance(spec, CompressSpec):
             raise TypeError(f"section proposals are for compress jobs, not {spec.kind}")
-        edit = propose_edit(spec, path)
+        from optiflow.llm.limiter import while_waiting
+
+        with while_waiting(lambda: rt.scratch.beat(job_id)):
+            edit = propose_edit(spec, path)
     except Exception as exc:  # a proposal failure skips the section; the job goes on
         log.warning("job %s: compressing %s failed: %s", job_id, path_text, exc)
         return {"proposal_error": ProposalError(path=path, error=str(exc)).model_dump(mode="json")}

@@ -21,6 +21,11 @@ transient error or the error was permanent).
   excluded); for an error it is the whole time spent, retries included.
 - Cost: litellm's own ``response_cost`` when it computed one, else ``litellm.completion_cost``,
   else 0.0 (unknown model price). The simulated model's price is registered, so it is non-zero.
+- Rate limits: a call whose model matches a configured route (``OPTIFLOW_MODEL_LIMITS``) waits
+  for the route's limiter before every attempt and reports the provider's usage and push-back
+  (``Retry-After``, ``x-ratelimit-*``) after it (:mod:`optiflow.llm.limiter`); ``wait_ms`` is
+  the time waited, outside ``latency_ms``. A 429 on a limited route is retried without a backoff
+  of its own: the limiter's pause is the backoff, for the whole fleet.
 - ``metadata`` (e.g. ``{"sample_id", "run", "experiment_id"}``) is passed to litellm as
   ``metadata`` with ``attempt`` added; the simulated provider seeds noise and injected errors
   from it. litellm does not send ``metadata`` to providers.
@@ -28,6 +33,7 @@ transient error or the error was permanent).
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -38,7 +44,21 @@ from pydantic import Field
 
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.model import ModelConfig
+from optiflow.core.rate_limits import RouteLimit
+from optiflow.llm.limiter import (
+    LEASE_MARGIN_S,
+    Lease,
+    Limiter,
+    LimiterTimeout,
+    Outcome,
+    Status,
+    normalize_headers,
+    outcome_from_headers,
+)
+from optiflow.llm.limiter import installed as installed_limiter
 from optiflow.llm.runtime import SIM_PROVIDER, get_litellm
+
+log = logging.getLogger(__name__)
 
 DEFAULT_BACKOFF_BASE_S = 0.5
 MAX_BACKOFF_S = 30.0
@@ -59,6 +79,7 @@ class Completion(Frozen):
     error: str | None = None
     transient: bool = False
     attempts: int = Field(default=1, ge=1)
+    wait_ms: float = Field(default=0.0, ge=0.0, description="time spent waiting for the route's limiter")
 
     @property
     def ok(self) -> bool:
@@ -126,29 +147,107 @@ def complete(
     *,
     metadata: Mapping[str, JSONValue] | None = None,
     backoff_base_s: float | None = None,
+    limiter: Limiter | None = None,
 ) -> Completion:
-    """Call the model (retrying transient errors); never raises for a provider error."""
+    """Call the model (retrying transient errors); never raises for a provider error.
+
+    Every attempt of a call whose model matches a configured route first waits for the route's
+    limiter (``limiter``, else the one installed in this process: see
+    :mod:`optiflow.llm.limiter`), then reports what the provider said; a 429 on a limited route
+    is retried after the route's pause (the limiter's wait), not after a backoff of its own."""
     litellm = get_litellm()
     base = backoff_base() if backoff_base_s is None else backoff_base_s
     stream = wants_stream(config)
     params = {k: v for k, v in config.params.items() if k != "stream"}
     msgs = [dict(m) for m in messages]
+    limiter = limiter if limiter is not None else installed_limiter()
+    route = limiter.route_for(config) if limiter is not None else None
+    estimate = (
+        limiter.estimate_tokens(route, config, msgs) if limiter is not None and route is not None else 0
+    )
     started = time.perf_counter()
+    waited = 0.0
     attempt = 0
     while True:
+        lease: Lease | None = None
+        if limiter is not None and route is not None:
+            try:
+                lease, wait_s = limiter.admit(route, estimate, lease_s=config.timeout + LEASE_MARGIN_S)
+            except LimiterTimeout as exc:
+                return Completion(
+                    error=str(exc),
+                    transient=True,
+                    latency_ms=(time.perf_counter() - started) * 1000.0,
+                    attempts=attempt + 1,
+                    wait_ms=(waited + exc.waited_s) * 1000.0,
+                )
+            except Exception as exc:  # the limiter's store is down: this call goes unlimited
+                log.warning("model route %s: limiter unavailable, calling without it: %s", route.name, exc)
+                lease, wait_s = None, 0.0
+            waited += wait_s
         try:
-            return _call_once(litellm, config, msgs, params, metadata, attempt, stream)
+            result, headers = _call_once(litellm, config, msgs, params, metadata, attempt, stream)
         except Exception as exc:
             transient = _safe_is_transient(exc)
+            rate_limited = _is_rate_limit(exc)
+            if limiter is not None and route is not None and lease is not None:
+                status: Status = "rate_limited" if rate_limited else "error"
+                _finish(limiter, route, lease, outcome_from_headers(status, _error_headers(exc)))
             if not transient or attempt >= config.retries:
                 return Completion(
                     error=error_message(exc),
                     transient=transient,
-                    latency_ms=(time.perf_counter() - started) * 1000.0,
+                    latency_ms=(time.perf_counter() - started - waited) * 1000.0,
                     attempts=attempt + 1,
+                    wait_ms=waited * 1000.0,
                 )
-            time.sleep(backoff_delay(attempt, base))
+            if lease is None or not rate_limited:  # a limited route's 429 waits in the limiter
+                time.sleep(backoff_delay(attempt, base))
             attempt += 1
+            continue
+        if limiter is not None and route is not None and lease is not None:
+            used = result.prompt_tokens + result.completion_tokens
+            outcome = outcome_from_headers("ok", headers, tokens_used=used if used > 0 else None)
+            _finish(limiter, route, lease, outcome, completion_tokens=result.completion_tokens or None)
+        return result.model_copy(update={"wait_ms": waited * 1000.0}) if waited else result
+
+
+def _finish(
+    limiter: Limiter, route: RouteLimit, lease: Lease, outcome: Outcome, completion_tokens: int | None = None
+) -> None:
+    """Report the call to its route; a store that is down loses the report (the lease expires)."""
+    try:
+        limiter.finish(route, lease, outcome, completion_tokens=completion_tokens)
+    except Exception as exc:
+        log.warning("model route %s: limiter unavailable, call not reported: %s", route.name, exc)
+
+
+def _is_rate_limit(exc: BaseException) -> bool:
+    try:
+        if isinstance(exc, get_litellm().RateLimitError):
+            return True
+    except Exception:
+        pass
+    return getattr(exc, "status_code", None) == 429
+
+
+def _error_headers(exc: BaseException) -> dict[str, str]:
+    """The provider's response headers of a failed call (litellm keeps them on the exception)."""
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+    try:
+        return normalize_headers(headers)
+    except Exception:
+        return {}
+
+
+def _response_headers(response: Any) -> dict[str, str]:
+    hidden = getattr(response, "_hidden_params", None)
+    if not isinstance(hidden, dict):
+        return {}
+    return normalize_headers(hidden.get("additional_headers"))
 
 
 def _safe_is_transient(exc: BaseException) -> bool:
@@ -166,7 +265,7 @@ def _call_once(
     metadata: Mapping[str, JSONValue] | None,
     attempt: int,
     stream: bool,
-) -> Completion:
+) -> tuple[Completion, dict[str, str]]:
     t0 = time.perf_counter()
     kwargs: dict[str, Any] = dict(params)
     kwargs.update(
@@ -182,10 +281,12 @@ def _call_once(
     if stream:
         kwargs["stream"] = True
         chunks: list[Any] = []
-        for chunk in litellm.completion(**kwargs):
+        wrapper = litellm.completion(**kwargs)
+        for chunk in wrapper:
             if ttft_ms is None and _chunk_has_content(chunk):
                 ttft_ms = (time.perf_counter() - t0) * 1000.0
             chunks.append(chunk)
+        headers = _response_headers(wrapper)
         response = litellm.stream_chunk_builder(chunks, messages=messages)
         if response is None:
             raise litellm.APIConnectionError(
@@ -193,6 +294,7 @@ def _call_once(
             )
     else:
         response = litellm.completion(**kwargs)
+        headers = _response_headers(response)
     latency_ms = (time.perf_counter() - t0) * 1000.0
     if ttft_ms is None:
         ttft_ms = latency_ms
@@ -200,7 +302,7 @@ def _call_once(
     usage = getattr(response, "usage", None)
     prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
     completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-    return Completion(
+    completion = Completion(
         output=output,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
@@ -209,6 +311,7 @@ def _call_once(
         ttft_ms=ttft_ms,
         attempts=attempt + 1,
     )
+    return completion, headers
 
 
 def _chunk_has_content(chunk: Any) -> bool:

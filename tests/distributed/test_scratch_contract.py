@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -87,3 +88,16 @@ def test_lock_is_exclusive_until_it_expires(scratch: JobScratch) -> None:
     assert not scratch.try_lock(name, 0.2)
     time.sleep(0.3)
     assert scratch.try_lock(name, 0.2)
+
+
+def test_beat_moves_a_running_steps_beat_only(scratch: JobScratch) -> None:
+    scratch.beat("j")  # no running step: nothing appears
+    assert scratch.progress("j") is None
+    scratch.start_step("j", step=1, total=4)
+    first = scratch.progress("j")
+    assert first is not None
+    time.sleep(0.01)
+    scratch.beat("j")
+    later = scratch.progress("j")
+    assert later is not None and later.beat > first.beat
+    assert (later.step, later.total, later.done) == (1, 4, 0)  # a beat is no evaluation done

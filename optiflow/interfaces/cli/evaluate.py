@@ -133,8 +133,11 @@ def eval_command(
     s = settings()
     model = ModelConfig(model=model_name, params=model_params, timeout=timeout, retries=retries)
 
+    from optiflow.distributed.ratelimit import install_from_settings
     from optiflow.evaluator import evaluate_dataset, summaries
 
+    # These calls share the fleet's limits (Redis when OPTIFLOW_REDIS_URL is set).
+    install_from_settings(s, embedded=not s.redis_url)
     results = evaluate_dataset(
         prompt=prompt,
         overrides=overrides,

@@ -353,7 +353,8 @@ def worker(role: str, concurrency: int | None, loglevel: str) -> None:
     s = settings()
     if not s.distributed:
         raise ValidationError("set OPTIFLOW_REDIS_URL to run a worker process", field="OPTIFLOW_REDIS_URL")
-    app = create_app(s, embedded=False)
+    s.limits()  # bad OPTIFLOW_MODEL_LIMITS: one line naming the field, exit 2, before Celery starts
+    app = create_app(s, embedded=False)  # an eval worker prints its limits at worker_init
     queues = {"eval": QUEUE_EVAL, "control": QUEUE_CONTROL, "all": f"{QUEUE_CONTROL},{QUEUE_EVAL}"}[role]
     argv = ["worker", "-Q", queues, f"--loglevel={loglevel}", "-n", f"{role}@%h"]
     if role == "control":
