@@ -145,6 +145,7 @@ def eval_command(
         experiment_id="cli-eval",
         python_checks=s.python_checks,
         concurrency=concurrency or s.eval_concurrency,
+        check_timeout_s=s.check_timeout_s,
     )
     summary, trial = summaries(results, dataset)
     failing = [sid for sid in dataset.ids() if sid not in summary.consistently_passed]
