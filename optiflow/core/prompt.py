@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from string import Template
 from typing import TYPE_CHECKING, Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictBool, field_validator, model_validator
 
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.errors import ValidationError
@@ -57,7 +57,7 @@ class Section(Frozen):
     path: SectionPath
     body: str
     title: str | None = None
-    frozen: bool = False
+    frozen: StrictBool = False
 
     @field_validator("path", mode="before")
     @classmethod
