@@ -27,7 +27,22 @@ class Settings(BaseSettings):
     key_prefix: str = Field(default="optiflow", description="prefix of every Redis key optiflow writes")
     python_checks: list[str] = Field(default_factory=list, description="allowlist for python checks")
     eval_concurrency: int = Field(default=16, ge=1, le=512)
+    check_timeout_s: float = Field(
+        default=10,
+        gt=0,
+        le=600,
+        description="a python check still running after this long is killed; its evaluation fails",
+    )
     job_timeout_s: float = Field(default=6 * 3600, gt=0)
+    max_evaluations_per_job: int = Field(
+        default=50_000,
+        ge=1,
+        description="largest samples x runs a job may ask for (its baseline's evaluations); larger "
+        "documents are refused at submission",
+    )
+    max_iterations_cap: int = Field(
+        default=200, ge=1, description="largest max_iterations an optimize job may ask for"
+    )
     stale_after_s: float = Field(
         default=300,
         gt=0,
