@@ -8,15 +8,22 @@ real servers makes the same code distributed.
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+import pydantic
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+
+from optiflow.errors import ConfigError
+
+ENV_PREFIX = "OPTIFLOW_"
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="OPTIFLOW_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
     home: Path = Field(default=Path(".optiflow"), description="local state for the embedded mode")
     redis_url: str | None = Field(default=None, description="Redis for store, cache, broker, results")
@@ -72,3 +79,22 @@ class Settings(BaseSettings):
         if self.store != "auto":
             return self.store
         return "redis" if self.redis_url else "filesystem"
+
+
+def load_settings(**values: Any) -> Settings:
+    """Settings from the environment (``values`` win); a bad value is a ConfigError naming its
+    environment variable, one line, instead of pydantic's report."""
+    try:
+        return Settings(**values)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else ""
+        var = f"{ENV_PREFIX}{name.upper()}"
+        got = f" (got {os.environ[var]!r})" if var in os.environ and name not in values else ""
+        raise ConfigError(f"{err['msg']}{got}", field=var) from None
+    except SettingsError as exc:  # a list or mapping setting whose value is not JSON
+        m = re.search(r'field "(\w+)"', str(exc))
+        var = f"{ENV_PREFIX}{m.group(1).upper()}" if m else "environment"
+        raise ConfigError(
+            f'not valid JSON (got {os.environ.get(var, "")!r}); e.g. ["pkg.module:fn"]', field=var
+        ) from None

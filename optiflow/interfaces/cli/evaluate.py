@@ -124,14 +124,20 @@ def eval_command(
 ) -> None:
     """Evaluate a prompt on a dataset and print pass rate, consistency, cost and latency."""
     from optiflow.core.model import ModelConfig
-    from optiflow.files import load_dataset
+    from optiflow.files import load_dataset, parse_model
 
+    if not model_name.strip():
+        raise ValidationError("must name a model (e.g. optiflow/sim, openai/gpt-4o-mini)", field="--model")
     model_params = {k: _param_value(v) for k, v in parse_params(params).items()}
     check = parse_check(check_text)
     dataset = load_dataset(dataset_file)
     prompt, overrides, used_tag = _load(prompt_ref, tag)
     s = settings()
-    model = ModelConfig(model=model_name, params=model_params, timeout=timeout, retries=retries)
+    model = parse_model(
+        ModelConfig,
+        {"model": model_name, "params": model_params, "timeout": timeout, "retries": retries},
+        "--model",
+    )
 
     from optiflow.evaluator import evaluate_dataset, summaries
 
