@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from celery import Celery, bootsteps
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_process_init
 
 from optiflow.distributed.embedded import EMBEDDED_BACKEND
 from optiflow.distributed.publishing import BatchingCelery
@@ -101,6 +101,13 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
 
         worker_init.connect(check_database, weak=False)
 
+        def forget_inherited_connections(**_: Any) -> None:
+            """In each prefork child: the pools opened in the parent (the database check above)
+            belong to the parent; a child using them shares one connection with its siblings."""
+            after_fork(runtime)
+
+        worker_process_init.connect(forget_inherited_connections, weak=False)
+
         def preload_litellm(sender: Any = None, **_: Any) -> None:
             """An eval worker pays litellm's import (seconds) before it says "ready", not in its
             first job; a control-only worker never calls a model and skips it."""
@@ -116,6 +123,21 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
 
         app.steps["consumer"].add(Recovery)
     return app
+
+
+def after_fork(runtime: Runtime) -> None:
+    """Drop what a forked process inherited: every SQLAlchemy pool is disposed of without closing
+    the parent's connections (``dispose(close=False)``: the child opens its own), and the Redis
+    clients, store and scratch made before the fork are rebuilt on first use in the child."""
+    from optiflow.persistence import JobRepository
+
+    for engine in list(JobRepository._engines.values()):
+        engine.dispose(close=False)
+    for name in ("redis", "store", "scratch"):
+        inherited = runtime.__dict__.pop(name, None)  # functools.cached_property values
+        store_engine = getattr(inherited, "_engine", None)  # SqlOverridesStore
+        if store_engine is not None and hasattr(store_engine, "dispose"):
+            store_engine.dispose(close=False)
 
 
 def _is_worker_of(sender: Any, app: Celery) -> bool:
