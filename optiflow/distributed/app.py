@@ -54,6 +54,9 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
     else:
         # Queues live under the key prefix too, so several deployments (or test runs) share a Redis.
         broker_transport = {**transport, "global_keyprefix": f"{settings.key_prefix}:"}
+        # kombu's option covers the broker's keys only; the result backend has its own, which
+        # puts celery-task-meta-*, celery-taskset-meta-* and the chord counters under the prefix.
+        transport = {**transport, "global_keyprefix": f"{settings.key_prefix}:"}
     app.conf.update(
         task_serializer="json",
         result_serializer="json",

@@ -6,15 +6,14 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from optiflow.llm.local_model import free_port
 from tests.cli.conftest import Cli
+from tests.support import redis_server
 from tests.support.workers import ROOT
 
 ONE_LINE = re.compile(r"^error\[(?P<code>[a-z_]+)\]: (?P<field>[^:]+): (?P<message>\S.*)$")
@@ -103,28 +102,8 @@ def test_replay_with_a_bad_option_is_refused_not_a_difference(
 # -- Redis lost during submit --wait ---------------------------------------------------------------
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A Redis of this test's own (the shared one must not be stopped)."""
-    port = free_port()
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-    )
-    import redis
-
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    try:
-        yield f"redis://127.0.0.1:{port}/0", proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
+    with redis_server.private_redis(tmp_path) as server:
+        yield server
 
 
 @pytest.mark.timeout(120)
