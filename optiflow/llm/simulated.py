@@ -66,7 +66,9 @@ messages without observations, are answered as before. :func:`policy_decision` c
 provider in ``optional_params``):
 
 - ``sim_latency_ms`` (0): ``time.sleep`` per call; when streaming, ``sim_ttft_ms`` (default half
-  the latency) passes before the first chunk.
+  the latency) passes before the first chunk. The call's ``timeout`` (``model.timeout``) is
+  honoured as a real provider's: a latency over it waits the timeout, then fails with a timeout
+  error (408, transient, so it is retried like one).
 - ``sim_noise`` (0.0): probability that a right answer is replaced by the generic one, seeded by
   ``(sim_seed, sample_id, run)`` from the call's ``metadata`` (falls back to the user text): the
   same sample and run flip the same way in every experiment (common random numbers).
@@ -330,6 +332,7 @@ class SimulatedModel:
         metadata: Mapping[str, Any] | None = None,
         *,
         sleep: bool = True,
+        timeout_s: float | None = None,
     ) -> SimReply:
         opts = SimOptions.from_params(params)
         system = "\n\n".join(_content(m) for m in messages if m.get("role") == "system")
@@ -352,7 +355,7 @@ class SimulatedModel:
         prompt_tokens = sum(count_tokens(_content(m)) + 3 for m in messages) + 3
         reply = SimReply(text=text, prompt_tokens=prompt_tokens, completion_tokens=count_tokens(text))
         if sleep and opts.latency_ms > 0:
-            time.sleep(opts.latency_ms / 1000.0)
+            wait_out(opts.latency_ms / 1000.0, timeout_s)
         return reply
 
     @staticmethod
@@ -535,6 +538,24 @@ def _sentence(rule: Rule | None) -> str:
     )
 
 
+def wait_out(seconds: float, timeout_s: float | None) -> None:
+    """Sleep ``seconds``; past the call's timeout, sleep only the timeout and fail as a provider's
+    timeout does."""
+    if timeout_s is not None and seconds > timeout_s:
+        time.sleep(timeout_s)
+        kind = "timeout"
+        raise SimulatedError(kind, _ERRORS[kind][0], f"simulated timeout: no answer within {timeout_s:g}s")
+    time.sleep(seconds)
+
+
+def timeout_seconds(value: Any) -> float | None:
+    """litellm hands a custom provider its ``timeout`` as seconds or as an ``httpx.Timeout``."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value) if value > 0 else None
+    read = getattr(value, "read", None)
+    return float(read) if isinstance(read, int | float) and read > 0 else None
+
+
 def _chunks(text: str, parts: int = 4) -> list[str]:
     size = max(1, -(-len(text) // parts))
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
@@ -564,6 +585,7 @@ def make_handler(litellm: Any) -> Any:
                 kwargs.get("optional_params") or {},
                 litellm_params.get("metadata") or {},
                 sleep=sleep,
+                timeout_s=timeout_seconds(kwargs.get("timeout")),
             )
         except SimulatedError as err:
             raise_litellm(err)
@@ -593,6 +615,13 @@ def make_handler(litellm: Any) -> Any:
                 "completion_tokens": reply.completion_tokens,
                 "total_tokens": reply.prompt_tokens + reply.completion_tokens,
             }
+            timeout_s = timeout_seconds(kwargs.get("timeout"))
+            total_s = max(ttft, opts.latency_ms) / 1000.0
+            if timeout_s is not None and total_s > timeout_s:  # the whole answer within the timeout
+                try:
+                    wait_out(total_s, timeout_s)
+                except SimulatedError as err:
+                    raise_litellm(err)
             if ttft > 0:
                 time.sleep(ttft / 1000.0)
             rest = max(0.0, opts.latency_ms - ttft) / 1000.0
