@@ -28,6 +28,7 @@ transient error or the error was permanent).
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -40,6 +41,7 @@ from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.model import ModelConfig
 from optiflow.llm.runtime import SIM_PROVIDER, get_litellm
 
+log = logging.getLogger(__name__)
 DEFAULT_BACKOFF_BASE_S = 0.5
 MAX_BACKOFF_S = 30.0
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
@@ -147,7 +149,16 @@ def complete(
                     latency_ms=(time.perf_counter() - started) * 1000.0,
                     attempts=attempt + 1,
                 )
-            time.sleep(backoff_delay(attempt, base))
+            delay = backoff_delay(attempt, base)
+            log.info(
+                "model call to %s failed (%s), retry %d of %d in %.2fs",
+                config.model,
+                error_message(exc)[:200],
+                attempt + 1,
+                config.retries,
+                delay,
+            )
+            time.sleep(delay)
             attempt += 1
 
 

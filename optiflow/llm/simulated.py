@@ -74,9 +74,9 @@ provider in ``optional_params``):
   same sample and run flip the same way in every experiment (common random numbers).
 - ``sim_error_rate`` (0.0): probability that an attempt fails with an injected provider error,
   seeded by ``(sim_seed, sample_id, run, attempt)``; ``sim_fail_attempts`` (0): the first N
-  attempts of every call fail. ``sim_error``: ``mixed`` (default: 429 or timeout, by the same
-  hash), ``rate_limit`` (429), ``timeout`` (408), ``server`` (503), ``auth`` (401, permanent),
-  ``bad_request`` (400, permanent).
+  attempts of every call fail. ``sim_error``: ``mixed`` (default: 429, 500 or timeout, by the
+  same hash), ``rate_limit`` (429), ``timeout`` (408), ``internal`` (500), ``server`` (503),
+  ``auth`` (401, permanent), ``bad_request`` (400, permanent).
 - ``sim_seed`` (0).
 - ``sim_rewrite_rules`` (2): hints a rewrite request converts into rules.
 
@@ -181,6 +181,7 @@ class SimulatedError(Exception):
 _ERRORS: dict[str, tuple[int, str]] = {
     "rate_limit": (429, "simulated rate limit: too many requests, retry later"),
     "timeout": (408, "simulated timeout: the model did not answer in time"),
+    "internal": (500, "simulated internal server error: the model failed, retry later"),
     "server": (503, "simulated outage: service temporarily unavailable"),
     "auth": (401, "simulated authentication failure: invalid API key"),
     "bad_request": (400, "simulated bad request: the request was rejected"),
@@ -370,7 +371,8 @@ class SimulatedModel:
             return
         kind = opts.error
         if kind == "mixed":
-            kind = "rate_limit" if _unit(opts.seed, "kind", subject, run, attempt) < 0.5 else "timeout"
+            pick = _unit(opts.seed, "kind", subject, run, attempt)
+            kind = "rate_limit" if pick < 1 / 3 else "internal" if pick < 2 / 3 else "timeout"
         status, message = _ERRORS[kind]
         raise SimulatedError(kind, status, message)
 
@@ -571,6 +573,7 @@ def make_handler(litellm: Any) -> Any:
         exc_type = {
             "rate_limit": litellm.RateLimitError,
             "timeout": litellm.Timeout,
+            "internal": litellm.InternalServerError,
             "server": litellm.ServiceUnavailableError,
             "auth": litellm.AuthenticationError,
             "bad_request": litellm.BadRequestError,
