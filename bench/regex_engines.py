@@ -192,6 +192,46 @@ def features(engine: dict[str, Callable[..., Any]]) -> dict[str, str]:
     return out
 
 
+def checks_at_cap() -> list[tuple[str, str, float]]:
+    """(check, output shape, ms) for optiflow's pure checks on outputs of MAX_CHECK_CHARS."""
+    from optiflow.checking import MAX_CHECK_CHARS, regex_search
+    from optiflow.core.checks import (
+        ContainsCheck,
+        ExactCheck,
+        JsonFieldCheck,
+        NumericCheck,
+        RegexCheck,
+        run_check,
+    )
+
+    n = MAX_CHECK_CHARS
+    shapes = {
+        "prose": (BIG * 2)[:n],
+        "one JSON object": ('{"code": "RFD-201", "pad": "' + "x" * n)[: n - 2] + '"}',
+        "nested JSON": "[" * (n // 2) + "]" * (n // 2),
+        "digits": "7" * n,
+        "spaces": " " * n,
+    }
+    checks = {
+        "exact": ExactCheck(),
+        "contains": ContainsCheck(),
+        "regex `^([A-Za-z ]+)+$`": RegexCheck(pattern="^([A-Za-z ]+)+$"),
+        "json_field": JsonFieldCheck(field="code"),
+        "numeric": NumericCheck(tolerance=0.5),
+    }
+    out = []
+    for name, check in checks.items():
+        for shape, text in shapes.items():
+            best = float("inf")
+            for _ in range(3):
+                started = time.perf_counter()
+                with contextlib.suppress(Exception):  # the evaluator makes a crash a failing score
+                    run_check(check, text, "RFD-201", search=regex_search)
+                best = min(best, time.perf_counter() - started)
+            out.append((name, shape, best * 1000))
+    return out
+
+
 def size(dist: str) -> str:
     try:
         files = importlib.metadata.files(dist) or []
@@ -254,6 +294,21 @@ def main() -> None:
     lines.append("| installed size | " + " | ".join(sizes[n] for n in names) + " |")
     for feature in FEATURES:
         lines.append(f"| {feature} | " + " | ".join(results[n]["features"][feature] for n in names) + " |")
+    cap = checks_at_cap()
+    shapes = list(dict.fromkeys(shape for _, shape, _ in cap))
+    lines += [
+        "",
+        "## optiflow's checks on an output at the cap (1,000,000 characters), ms (best of 3)",
+        "",
+        "A check reads at most `optiflow.checking.MAX_CHECK_CHARS` characters (a longer output is an",
+        "error of its evaluation); the pure checks are linear in what they read, so this is their",
+        "time bound. `python` checks run in a separate process killed after `OPTIFLOW_CHECK_TIMEOUT_S`.",
+        "",
+        "| check | " + " | ".join(shapes) + " |",
+        "| --- | " + " | ".join("---" for _ in shapes) + " |",
+    ]
+    for name in dict.fromkeys(c for c, _, _ in cap):
+        lines.append(f"| {name} | " + " | ".join(f"{ms:.1f}" for c, _, ms in cap if c == name) + " |")
     lines += [
         "",
         "## Choice: google-re2",
@@ -274,6 +329,7 @@ def main() -> None:
         "",
     ]
     args.out.write_text("\n".join(lines))
+    results["checks_at_cap_ms"] = [{"check": c, "output": o, "ms": ms} for c, o, ms in cap]
     args.out.with_suffix(".json").write_text(json.dumps(results, indent=2))
     print(f"wrote {args.out}")
 

@@ -63,7 +63,10 @@ class Section(Frozen):
     @classmethod
     def _coerce_path(cls, value: object) -> object:
         if isinstance(value, str):
-            return parse_path(value)
+            try:
+                return parse_path(value)
+            except ValidationError as exc:  # as a ValueError, pydantic names where it is
+                raise ValueError(exc.message) from None
         return value
 
     @field_validator("path")
