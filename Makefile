@@ -32,7 +32,7 @@ check: lint typecheck test
 bench:  ## compress-job throughput vs a bare Celery chord; writes bench/results.md
 	$(PY) -m bench.compress --out bench/results.md
 
-chaos:  ## kill -9 workers mid-job, 20 rounds; writes bench/chaos_results.md
+chaos:  ## kill -9 workers mid-job (20 rounds), then 20 jobs on a flaky provider; writes bench/chaos_results.md, bench/chaos_faults.md
 	$(PY) -m bench.chaos --out bench/chaos_results.md
 
 bench-limits:  ## the example job against a 1,200 rpm provider, 1/2/4 eval workers, limiter on/off; writes bench/limits_results.md

@@ -32,7 +32,8 @@ from typing import Any
 
 import redis
 
-from optiflow.core.compress import CompressSpec, OptimizationReport
+from optiflow.core.compress.report import OptimizationReport
+from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.rate_limits import ModelLimits, RouteLimit
 from optiflow.distributed.ratelimit import RedisLimiterBackend
 from optiflow.interfaces.client import Client

@@ -7,7 +7,10 @@ experiment_id}``, judges the output with the check and returns an :class:`EvalRe
 raises for a provider error, a rendering problem of one sample, or a check that crashes on an
 output: those are failing results carrying ``error`` (provider, render, judge) or ``reason``.
 It raises :class:`~optiflow.errors.ValidationError` for a misconfiguration that would fail every
-sample the same way: a ``python`` check whose function is not in the allowlist or not importable.
+sample the same way: a ``python`` check whose function is not in the allowlist or not importable,
+a ``regex`` pattern RE2 does not support. Checks run under :mod:`optiflow.checking`'s bounds (RE2
+for patterns, an output size cap, ``python`` checks in separate processes killed after
+``check_timeout_s``); a check over its bound is an error of that evaluation.
 
 :func:`evaluate_dataset` runs every (sample, run) on a thread pool; summarize with
 :func:`optiflow.core.evaluation.summarize`, :func:`~optiflow.core.evaluation.trial_summary` and
@@ -16,13 +19,19 @@ sample the same way: a ``python`` check whose function is not in the allowlist o
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
-from typing import Any
 
-from optiflow.core.checks import CheckSpec, PythonCheck, PythonResolver, Score, run_check
+from optiflow.checking import (
+    DEFAULT_CHECK_TIMEOUT_S,
+    MAX_CHECK_CHARS,
+    CheckTimeout,
+    compile_pattern,
+    python_resolver,
+    regex_search,
+)
+from optiflow.core.checks import CheckSpec, PythonCheck, PythonResolver, RegexCheck, Score, run_check
 from optiflow.core.dataset import Dataset, Sample
 from optiflow.core.evaluation import EvalResult, EvalSummary, TrialSummary, summarize, trial_summary
 from optiflow.core.model import ModelConfig
@@ -31,59 +40,18 @@ from optiflow.core.prompt import Prompt, RenderedPrompt
 from optiflow.errors import ModelProviderError, OptiflowError, ValidationError
 
 
-def _canonical(path: str) -> str:
-    return path.strip().replace(":", ".")
-
-
-def python_resolver(allowlist: Iterable[str]) -> PythonResolver:
-    """Resolves ``package.module:callable`` (or dotted) paths, only those in ``allowlist``."""
-    allowed = frozenset(_canonical(a) for a in allowlist if a.strip())
-
-    def resolve(path: str) -> Callable[..., Any]:
-        if _canonical(path) not in allowed:
-            raise ValidationError(
-                f"python check function {path!r} is not in the allowlist (OPTIFLOW_PYTHON_CHECKS)",
-                field="check.function",
-            )
-        return _import_callable(path)
-
-    return resolve
-
-
-def _import_callable(path: str) -> Callable[..., Any]:
-    text = path.strip()
-    candidates: list[tuple[str, list[str]]]
-    if ":" in text:
-        head, _, tail = text.partition(":")
-        candidates = [(head, tail.split("."))]
-    else:
-        parts = text.split(".")
-        candidates = [(".".join(parts[:i]), parts[i:]) for i in range(len(parts) - 1, 0, -1)]
-    for module_name, attrs in candidates:
-        try:
-            obj: Any = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        try:
-            for attr in attrs:
-                obj = getattr(obj, attr)
-        except AttributeError:
-            break
-        if callable(obj):
-            return obj  # type: ignore[no-any-return]
-        break
-    raise ValidationError(f"python check function {path!r} cannot be imported", field="check.function")
-
-
 @lru_cache(maxsize=64)
-def _cached_resolver(allowlist: tuple[str, ...]) -> PythonResolver:
-    return python_resolver(allowlist)
+def _cached_resolver(allowlist: tuple[str, ...], timeout_s: float) -> PythonResolver:
+    return python_resolver(allowlist, timeout_s=timeout_s)
 
 
-def _check_python(check: CheckSpec, python_checks: Sequence[str]) -> PythonResolver:
-    resolver = _cached_resolver(tuple(python_checks))
+def _check_config(check: CheckSpec, python_checks: Sequence[str], timeout_s: float) -> PythonResolver:
+    """Refuse, before any model call, a check that would fail every sample the same way."""
+    resolver = _cached_resolver(tuple(python_checks), timeout_s)
     if isinstance(check, PythonCheck):
-        resolver(check.function)  # refuse before any model call
+        resolver(check.function)
+    if isinstance(check, RegexCheck) and check.pattern is not None:
+        compile_pattern(check.pattern)
     return resolver
 
 
@@ -97,6 +65,7 @@ def evaluate(
     run: int,
     experiment_id: str,
     python_checks: Sequence[str] = (),
+    check_timeout_s: float = DEFAULT_CHECK_TIMEOUT_S,
 ) -> EvalResult:
     """Render, call the model, judge: one :class:`EvalResult` for (experiment, sample, run)."""
     try:
@@ -111,6 +80,7 @@ def evaluate(
         run=run,
         experiment_id=experiment_id,
         python_checks=python_checks,
+        check_timeout_s=check_timeout_s,
     )
 
 
@@ -133,13 +103,14 @@ def evaluate_rendered(
     run: int,
     experiment_id: str,
     python_checks: Sequence[str] = (),
+    check_timeout_s: float = DEFAULT_CHECK_TIMEOUT_S,
 ) -> EvalResult:
     """Call ``model`` (the tag's params already layered on) with an already rendered prompt and
     judge the answer. The distributed evaluate task renders once, for its cache key, and calls this."""
     from optiflow.llm.completion import complete
     from optiflow.llm.judge import judge
 
-    resolver = _check_python(check, python_checks)
+    resolver = _check_config(check, python_checks, check_timeout_s)
     base = {"experiment_id": experiment_id, "sample_id": sample.id, "run": run}
     result = complete(model, rendered.messages(), metadata=dict(base))
     usage = {
@@ -151,12 +122,32 @@ def evaluate_rendered(
     }
     if result.error is not None:
         return EvalResult(**base, **usage, error=result.error, reason="model call failed")
+    if len(result.output) > MAX_CHECK_CHARS:
+        return EvalResult(
+            **base,
+            **usage,
+            error=f"check: output of {len(result.output)} characters is over the checks' limit of "
+            f"{MAX_CHECK_CHARS}",
+            reason="output too long to check",
+        )
     try:
         score = run_check(
-            check, result.output, sample.expected, input=sample.input, judge=judge, resolve_python=resolver
+            check,
+            result.output,
+            sample.expected,
+            input=sample.input,
+            judge=judge,
+            resolve_python=resolver,
+            search=regex_search,
         )
-    except ValidationError:
-        raise
+    except CheckTimeout as exc:
+        return EvalResult(
+            **base, **usage, output=result.output, error=f"check: {exc}", reason="check timed out"
+        )
+    except ValidationError as exc:  # this sample's expected value is not a pattern RE2 runs
+        return EvalResult(
+            **base, **usage, output=result.output, error=f"check: {exc}", reason="check refused"
+        )
     except ModelProviderError as exc:
         return EvalResult(**base, **usage, output=result.output, error=str(exc), reason="judge call failed")
     except Exception as exc:  # a check that crashes on this output fails it
@@ -182,13 +173,14 @@ def evaluate_dataset(
     experiment_id: str,
     python_checks: Sequence[str] = (),
     concurrency: int = 16,
+    check_timeout_s: float = DEFAULT_CHECK_TIMEOUT_S,
 ) -> list[EvalResult]:
     """Every sample evaluated ``runs`` times on a thread pool; ordered by run, then dataset order."""
     if runs < 1:
         raise ValidationError("runs must be at least 1", field="runs")
     samples = list(dataset)
     allow = tuple(python_checks)
-    _check_python(check, allow)
+    _check_config(check, allow, check_timeout_s)
     jobs = [(sample, run) for run in range(runs) for sample in samples]
     if not jobs:
         return []
@@ -204,6 +196,7 @@ def evaluate_dataset(
             run=run,
             experiment_id=experiment_id,
             python_checks=allow,
+            check_timeout_s=check_timeout_s,
         )
 
     workers = max(1, min(concurrency, len(jobs)))

@@ -1,9 +1,10 @@
 """Job documents -> a self-contained spec of their ``kind`` (compress, optimize, measure).
 
-A job document is a mapping: ``kind``, ``name``, ``prompt``, ``dataset``, ``check``, ``model``
-and the kind's options. It comes from a YAML file (:func:`load_job`) or from an HTTP body
-(:func:`load_job_data`); both go through the same validation, so a field is refused the same way
-wherever it comes from. Everything is validated before anything is written.
+A job document is a mapping: ``kind`` (required: compress, optimize or measure), ``name``,
+``prompt``, ``dataset``, ``check``, ``model`` and the kind's options. It comes from a YAML file
+(:func:`load_job`) or from an HTTP body (:func:`load_job_data`); both go through the same
+validation, so a field is refused the same way wherever it comes from. Everything is validated
+before anything is written.
 
 ``prompt`` is an inline prompt mapping, or ``NS/KEY`` of a prompt pushed to the store, or (only in
 a file, relative to it) a prompt file. ``dataset`` is an inline list of samples or (only in a
@@ -61,7 +62,9 @@ def load_job_data(
     Without ``base_dir`` no file is read: ``prompt`` must be inline or ``NS/KEY`` (with a
     ``store``) and ``dataset`` an inline list, which is what an HTTP body may carry."""
     job = dict(data)
-    kind = job.get("kind", "compress")
+    if "kind" not in job:  # stored specs written before this rule still read as compress (parse_spec)
+        raise ValidationError(f"required: one of {', '.join(KINDS)}", field=f"{source}: kind")
+    kind = job["kind"]
     if kind not in KINDS:
         raise ValidationError(
             f"unknown job kind {kind!r} (known: {', '.join(KINDS)})", field=f"{source}: kind"

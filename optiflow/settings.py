@@ -9,16 +9,22 @@ real servers makes the same code distributed.
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import pydantic
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
+
+from optiflow.errors import ConfigError
 
 if TYPE_CHECKING:
     from optiflow.core.limits import JobLimits
     from optiflow.core.rate_limits import ModelLimits
 
+ENV_PREFIX = "OPTIFLOW_"
 # A list setting from the environment: comma-separated (``a,b``) or a JSON list (``["a", "b"]``).
 Names = Annotated[tuple[str, ...], NoDecode]
 
@@ -27,7 +33,7 @@ MODEL_LIMITS_ENV = "OPTIFLOW_MODEL_LIMITS"
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="OPTIFLOW_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
     home: Path = Field(default=Path(".optiflow"), description="local state for the embedded mode")
     redis_url: str | None = Field(default=None, description="Redis for store, cache, broker, results")
@@ -38,6 +44,12 @@ class Settings(BaseSettings):
     key_prefix: str = Field(default="optiflow", description="prefix of every Redis key optiflow writes")
     python_checks: list[str] = Field(default_factory=list, description="allowlist for python checks")
     eval_concurrency: int = Field(default=16, ge=1, le=512)
+    check_timeout_s: float = Field(
+        default=10,
+        gt=0,
+        le=600,
+        description="a python check still running after this long is killed; its evaluation fails",
+    )
     job_timeout_s: float = Field(default=6 * 3600, gt=0)
     stale_after_s: float = Field(
         default=300,
@@ -164,3 +176,22 @@ def _limits_document(raw: str | None) -> object:
         return read_yaml(path)  # YAML is a superset of JSON
     except ValidationError as exc:
         raise ConfigError(exc.message, field=f"{MODEL_LIMITS_ENV}: {exc.field}") from None
+
+
+def load_settings(**values: Any) -> Settings:
+    """Settings from the environment (``values`` win); a bad value is a ConfigError naming its
+    environment variable, one line, instead of pydantic's report."""
+    try:
+        return Settings(**values)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else ""
+        var = f"{ENV_PREFIX}{name.upper()}"
+        got = f" (got {os.environ[var]!r})" if var in os.environ and name not in values else ""
+        raise ConfigError(f"{err['msg']}{got}", field=var) from None
+    except SettingsError as exc:  # a list or mapping setting whose value is not JSON
+        m = re.search(r'field "(\w+)"', str(exc))
+        var = f"{ENV_PREFIX}{m.group(1).upper()}" if m else "environment"
+        raise ConfigError(
+            f'not valid JSON (got {os.environ.get(var, "")!r}); e.g. ["pkg.module:fn"]', field=var
+        ) from None

@@ -5,7 +5,14 @@ celery -A workers.app worker -Q optiflow.control -c 2              # control wor
 celery -A workers.app flower                                       # monitoring
 """
 
-from optiflow.distributed.app import create_app
-from optiflow.settings import Settings
+import sys
 
-app = create_app(Settings(), embedded=False)
+from optiflow.distributed.app import create_app
+from optiflow.errors import ConfigError
+from optiflow.settings import load_settings
+
+try:
+    app = create_app(load_settings(), embedded=False)
+except ConfigError as exc:  # a bad OPTIFLOW_* value: one line naming it, not a traceback
+    sys.stderr.write(f"optiflow: error[{exc.code}]: {exc}\n")
+    raise SystemExit(2) from None

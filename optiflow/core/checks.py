@@ -1,18 +1,19 @@
 """Checks: how one model output is judged against a sample's expectation.
 
-The pure checks are computed here. ``llm_judge`` needs a model call and ``python`` needs an
-import; both are injected by the caller (:mod:`optiflow.evaluator`) so this module stays pure.
+The pure checks are computed here. ``regex`` needs a linear-time engine, ``llm_judge`` a model
+call and ``python`` an import run under a time bound; all three are injected by the caller
+(:mod:`optiflow.evaluator`, with :mod:`optiflow.checking`) so this module stays pure.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
+import re  # only for the fixed number pattern below; user patterns go through ``search``
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictBool, StrictFloat
 
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.model import ModelConfig
@@ -31,7 +32,7 @@ def _norm(text: str, case_sensitive: bool) -> str:
 
 class ExactCheck(Frozen):
     type: Literal["exact"] = "exact"
-    case_sensitive: bool = False
+    case_sensitive: StrictBool = False
 
 
 class ContainsCheck(Frozen):
@@ -39,10 +40,13 @@ class ContainsCheck(Frozen):
 
     type: Literal["contains"] = "contains"
     value: str | None = None
-    case_sensitive: bool = False
+    case_sensitive: StrictBool = False
 
 
 class RegexCheck(Frozen):
+    """Passes when ``pattern`` occurs in the output. Patterns are RE2 syntax (linear time: no
+    lookaround, backreferences or possessive quantifiers); others are refused at submission."""
+
     type: Literal["regex"] = "regex"
     pattern: str | None = None  # default: the sample's expected value is the pattern
 
@@ -56,15 +60,15 @@ class JsonFieldCheck(Frozen):
 
 class NumericCheck(Frozen):
     type: Literal["numeric"] = "numeric"
-    tolerance: float = Field(default=0.0, ge=0.0)
-    relative: bool = False
+    tolerance: StrictFloat = Field(default=0.0, ge=0.0)
+    relative: StrictBool = False
 
 
 class LLMJudgeCheck(Frozen):
     type: Literal["llm_judge"] = "llm_judge"
     model: ModelConfig
     rubric: str = Field(min_length=1)
-    threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    threshold: StrictFloat = Field(default=0.5, ge=0.0, le=1.0)
 
 
 class PythonCheck(Frozen):
@@ -82,10 +86,12 @@ CheckSpec = Annotated[
 
 Judge = Callable[[LLMJudgeCheck, str, JSONValue, JSONValue], Score]
 PythonResolver = Callable[[str], Callable[..., Any]]
+RegexSearch = Callable[[str, str], bool]
+"""``search(pattern, text)``: whether the pattern occurs in the text (a linear-time engine)."""
 
 
 class CheckNotAvailable(Exception):
-    """Raised when a check needs a judge or resolver that was not supplied."""
+    """Raised when a check needs a regex engine, judge or resolver that was not supplied."""
 
 
 def run_check(
@@ -96,6 +102,7 @@ def run_check(
     input: JSONValue = None,
     judge: Judge | None = None,
     resolve_python: PythonResolver | None = None,
+    search: RegexSearch | None = None,
 ) -> Score:
     """Judge one output. Never raises for a bad output: that is a failing score with a reason."""
     if isinstance(check, ExactCheck):
@@ -107,8 +114,10 @@ def run_check(
         hit = next((w for w in wanted if _norm(w, check.case_sensitive) in hay), None)
         return _bool(hit is not None, f"contains {hit!r}" if hit is not None else f"missing {wanted!r}")
     if isinstance(check, RegexCheck):
-        pattern = check.pattern if check.pattern is not None else _text(expected)
-        ok = re.search(pattern, output) is not None
+        if search is None:
+            raise CheckNotAvailable("regex check needs a regex engine (optiflow.checking.regex_search)")
+        pattern = regex_pattern(check, expected)
+        ok = search(pattern, output)
         return _bool(ok, f"matches /{pattern}/" if ok else f"no match for /{pattern}/")
     if isinstance(check, JsonFieldCheck):
         return _json_field(check, output, expected)
@@ -128,6 +137,11 @@ def run_check(
         return _bool(result, check.function)
     value = float(result)
     return Score(value=min(max(value, 0.0), 1.0), passed=value >= 0.5, reason=check.function)
+
+
+def regex_pattern(check: RegexCheck, expected: JSONValue) -> str:
+    """The pattern a regex check applies to one sample: its own, else the sample's expected value."""
+    return check.pattern if check.pattern is not None else _text(expected)
 
 
 def _bool(ok: bool, reason: str) -> Score:

@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 
-from pydantic import Field
+from pydantic import Field, StrictFloat, StrictInt
 
 from optiflow.core.base import Frozen, JSONValue
 
@@ -17,8 +17,8 @@ class ModelConfig(Frozen):
     model: str = Field(min_length=1)
     params: Mapping[str, JSONValue] = Field(default_factory=dict)
     api_base: str | None = None
-    timeout: float = Field(default=60.0, gt=0)
-    retries: int = Field(default=2, ge=0, le=10)
+    timeout: StrictFloat = Field(default=60.0, gt=0)
+    retries: StrictInt = Field(default=2, ge=0, le=10)
 
     def with_params(self, extra: Mapping[str, JSONValue]) -> ModelConfig:
         """A copy with ``extra`` params (e.g. a tag's model-param overrides) layered on top."""

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from string import Template
 from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictBool, field_validator, model_validator
 
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.overrides import PromptOverrides, SectionOverride
@@ -44,13 +44,16 @@ class Section(Frozen):
     path: SectionPath
     body: str
     title: str | None = None
-    frozen: bool = False
+    frozen: StrictBool = False
 
     @field_validator("path", mode="before")
     @classmethod
     def _coerce_path(cls, value: object) -> object:
         if isinstance(value, str):
-            return parse_path(value)
+            try:
+                return parse_path(value)
+            except ValidationError as exc:  # as a ValueError, pydantic names where it is
+                raise ValueError(exc.message) from None
         return value
 
     @field_validator("path")

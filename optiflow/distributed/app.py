@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from celery import Celery, bootsteps
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_process_init
 
 from optiflow.distributed.embedded import EMBEDDED_BACKEND
 from optiflow.distributed.publishing import BatchingCelery
@@ -55,6 +55,9 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
     else:
         # Queues live under the key prefix too, so several deployments (or test runs) share a Redis.
         broker_transport = {**transport, "global_keyprefix": f"{settings.key_prefix}:"}
+        # kombu's option covers the broker's keys only; the result backend has its own, which
+        # puts celery-task-meta-*, celery-taskset-meta-* and the chord counters under the prefix.
+        transport = {**transport, "global_keyprefix": f"{settings.key_prefix}:"}
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -105,6 +108,13 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
 
         worker_init.connect(check_database, weak=False)
 
+        def forget_inherited_connections(**_: Any) -> None:
+            """In each prefork child: the pools opened in the parent (the database check above)
+            belong to the parent; a child using them shares one connection with its siblings."""
+            after_fork(runtime)
+
+        worker_process_init.connect(forget_inherited_connections, weak=False)
+
         def preload_litellm(sender: Any = None, **_: Any) -> None:
             """An eval worker pays litellm's import (seconds) before it says "ready", not in its
             first job; a control-only worker never calls a model and skips it."""
@@ -139,6 +149,20 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
 
         app.steps["consumer"].add(Recovery)
     return app
+
+
+def after_fork(runtime: Runtime) -> None:
+    """Drop what a forked process inherited: every SQLAlchemy pool is disposed of without closing
+    the parent's connections (``dispose(close=False)``: the child opens its own), and the Redis
+    clients, store and scratch made before the fork are rebuilt on first use in the child."""
+    jobs = runtime.__dict__.get("jobs")  # the runtime's repository, if the parent made one
+    if jobs is not None:
+        jobs.after_fork()
+    for name in ("redis", "store", "scratch"):
+        inherited = runtime.__dict__.pop(name, None)  # functools.cached_property values
+        store_engine = getattr(inherited, "_engine", None)  # SqlOverridesStore
+        if store_engine is not None and hasattr(store_engine, "dispose"):
+            store_engine.dispose(close=False)
 
 
 def _is_worker_of(sender: Any, app: Celery) -> bool:

@@ -68,6 +68,7 @@ def evaluate_one(
                 run=run,
                 experiment_id=experiment_id,
                 python_checks=rt.settings.python_checks,
+                check_timeout_s=rt.settings.check_timeout_s,
             )
         fresh = result if result.error is None else None  # errors are retried, never cached
     regressed = guarded and not (result.success and result.passed)

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from optiflow.admission import admit
 from optiflow.core import kinds
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.experiment import TEMP_TAG_PREFIX
@@ -148,6 +149,7 @@ class Client:
         if tag.startswith(TEMP_TAG_PREFIX):
             raise ValidationError(f"tags starting with {TEMP_TAG_PREFIX!r} are temporary", field=field)
         spec = self._with_baseline_snapshot(spec)
+        admit(spec, self.settings)  # everything a job needs, checked before anything is written
         job_id = uuid.uuid4().hex
         created = self.runtime.jobs.create(
             job_id,

@@ -202,7 +202,24 @@ def complete(
                     wait_ms=waited * 1000.0,
                 )
             if lease is None or not rate_limited:  # a limited route's 429 waits in the limiter
-                time.sleep(backoff_delay(attempt, base))
+                delay = backoff_delay(attempt, base)
+                log.info(
+                    "model call to %s failed (%s), retry %d of %d in %.2fs",
+                    config.model,
+                    error_message(exc)[:200],
+                    attempt + 1,
+                    config.retries,
+                    delay,
+                )
+                time.sleep(delay)
+            else:
+                log.info(
+                    "model call to %s rate limited (%s), retry %d of %d after the route's pause",
+                    config.model,
+                    error_message(exc)[:200],
+                    attempt + 1,
+                    config.retries,
+                )
             attempt += 1
             continue
         if limiter is not None and route is not None and lease is not None:

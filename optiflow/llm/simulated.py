@@ -66,15 +66,17 @@ messages without observations, are answered as before. :func:`policy_decision` c
 provider in ``optional_params``):
 
 - ``sim_latency_ms`` (0): ``time.sleep`` per call; when streaming, ``sim_ttft_ms`` (default half
-  the latency) passes before the first chunk.
+  the latency) passes before the first chunk. The call's ``timeout`` (``model.timeout``) is
+  honoured as a real provider's: a latency over it waits the timeout, then fails with a timeout
+  error (408, transient, so it is retried like one).
 - ``sim_noise`` (0.0): probability that a right answer is replaced by the generic one, seeded by
   ``(sim_seed, sample_id, run)`` from the call's ``metadata`` (falls back to the user text): the
   same sample and run flip the same way in every experiment (common random numbers).
 - ``sim_error_rate`` (0.0): probability that an attempt fails with an injected provider error,
   seeded by ``(sim_seed, sample_id, run, attempt)``; ``sim_fail_attempts`` (0): the first N
-  attempts of every call fail. ``sim_error``: ``mixed`` (default: 429 or timeout, by the same
-  hash), ``rate_limit`` (429), ``timeout`` (408), ``server`` (503), ``auth`` (401, permanent),
-  ``bad_request`` (400, permanent).
+  attempts of every call fail. ``sim_error``: ``mixed`` (default: 429, 500 or timeout, by the
+  same hash), ``rate_limit`` (429), ``timeout`` (408), ``internal`` (500), ``server`` (503),
+  ``auth`` (401, permanent), ``bad_request`` (400, permanent).
 - ``sim_seed`` (0).
 - ``sim_rewrite_rules`` (2): hints a rewrite request converts into rules.
 
@@ -179,6 +181,7 @@ class SimulatedError(Exception):
 _ERRORS: dict[str, tuple[int, str]] = {
     "rate_limit": (429, "simulated rate limit: too many requests, retry later"),
     "timeout": (408, "simulated timeout: the model did not answer in time"),
+    "internal": (500, "simulated internal server error: the model failed, retry later"),
     "server": (503, "simulated outage: service temporarily unavailable"),
     "auth": (401, "simulated authentication failure: invalid API key"),
     "bad_request": (400, "simulated bad request: the request was rejected"),
@@ -330,6 +333,7 @@ class SimulatedModel:
         metadata: Mapping[str, Any] | None = None,
         *,
         sleep: bool = True,
+        timeout_s: float | None = None,
     ) -> SimReply:
         opts = SimOptions.from_params(params)
         system = "\n\n".join(_content(m) for m in messages if m.get("role") == "system")
@@ -352,7 +356,7 @@ class SimulatedModel:
         prompt_tokens = sum(count_tokens(_content(m)) + 3 for m in messages) + 3
         reply = SimReply(text=text, prompt_tokens=prompt_tokens, completion_tokens=count_tokens(text))
         if sleep and opts.latency_ms > 0:
-            time.sleep(opts.latency_ms / 1000.0)
+            wait_out(opts.latency_ms / 1000.0, timeout_s)
         return reply
 
     @staticmethod
@@ -367,7 +371,8 @@ class SimulatedModel:
             return
         kind = opts.error
         if kind == "mixed":
-            kind = "rate_limit" if _unit(opts.seed, "kind", subject, run, attempt) < 0.5 else "timeout"
+            pick = _unit(opts.seed, "kind", subject, run, attempt)
+            kind = "rate_limit" if pick < 1 / 3 else "internal" if pick < 2 / 3 else "timeout"
         status, message = _ERRORS[kind]
         raise SimulatedError(kind, status, message)
 
@@ -535,6 +540,24 @@ def _sentence(rule: Rule | None) -> str:
     )
 
 
+def wait_out(seconds: float, timeout_s: float | None) -> None:
+    """Sleep ``seconds``; past the call's timeout, sleep only the timeout and fail as a provider's
+    timeout does."""
+    if timeout_s is not None and seconds > timeout_s:
+        time.sleep(timeout_s)
+        kind = "timeout"
+        raise SimulatedError(kind, _ERRORS[kind][0], f"simulated timeout: no answer within {timeout_s:g}s")
+    time.sleep(seconds)
+
+
+def timeout_seconds(value: Any) -> float | None:
+    """litellm hands a custom provider its ``timeout`` as seconds or as an ``httpx.Timeout``."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value) if value > 0 else None
+    read = getattr(value, "read", None)
+    return float(read) if isinstance(read, int | float) and read > 0 else None
+
+
 def _chunks(text: str, parts: int = 4) -> list[str]:
     size = max(1, -(-len(text) // parts))
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
@@ -550,6 +573,7 @@ def make_handler(litellm: Any) -> Any:
         exc_type = {
             "rate_limit": litellm.RateLimitError,
             "timeout": litellm.Timeout,
+            "internal": litellm.InternalServerError,
             "server": litellm.ServiceUnavailableError,
             "auth": litellm.AuthenticationError,
             "bad_request": litellm.BadRequestError,
@@ -564,6 +588,7 @@ def make_handler(litellm: Any) -> Any:
                 kwargs.get("optional_params") or {},
                 litellm_params.get("metadata") or {},
                 sleep=sleep,
+                timeout_s=timeout_seconds(kwargs.get("timeout")),
             )
         except SimulatedError as err:
             raise_litellm(err)
@@ -593,6 +618,13 @@ def make_handler(litellm: Any) -> Any:
                 "completion_tokens": reply.completion_tokens,
                 "total_tokens": reply.prompt_tokens + reply.completion_tokens,
             }
+            timeout_s = timeout_seconds(kwargs.get("timeout"))
+            total_s = max(ttft, opts.latency_ms) / 1000.0
+            if timeout_s is not None and total_s > timeout_s:  # the whole answer within the timeout
+                try:
+                    wait_out(total_s, timeout_s)
+                except SimulatedError as err:
+                    raise_litellm(err)
             if ttft > 0:
                 time.sleep(ttft / 1000.0)
             rest = max(0.0, opts.latency_ms - ttft) / 1000.0

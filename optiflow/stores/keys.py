@@ -37,7 +37,8 @@ def versions(prefix: str, ns: str, key: str, tag: str) -> str:
 
 # -- jobs: eval cache and signals (optiflow.distributed.cache) -----------------------------------
 # The Celery broker's queues and bindings live under ``f"{prefix}:"`` too (kombu's
-# ``global_keyprefix``); Celery's result keys are ``celery-task-meta-<id>`` with unique ids.
+# ``global_keyprefix``), and so do Celery's result keys (``celery-task-meta-<id>``, group and chord
+# keys: the result backend's own ``global_keyprefix``).
 
 
 def eval_cache(prefix: str, scope: str, digest: str) -> str:

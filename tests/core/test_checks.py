@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from optiflow.checking import regex_search
 from optiflow.core.checks import (
     CheckNotAvailable,
     ContainsCheck,
@@ -57,9 +58,13 @@ def test_contains() -> None:
 
 
 def test_regex() -> None:
-    assert run_check(RegexCheck(pattern=r"[A-Z]{3}-\d{3}"), "code SHP-404 it is", None).passed
-    assert run_check(RegexCheck(), "order 123", r"order \d+").passed
-    assert not run_check(RegexCheck(pattern=r"^\d+$"), "abc", None).passed
+    assert run_check(
+        RegexCheck(pattern=r"[A-Z]{3}-\d{3}"), "code SHP-404 it is", None, search=regex_search
+    ).passed
+    assert run_check(RegexCheck(), "order 123", r"order \d+", search=regex_search).passed
+    assert not run_check(RegexCheck(pattern=r"^\d+$"), "abc", None, search=regex_search).passed
+    with pytest.raises(CheckNotAvailable):  # no engine, no backtracking fallback
+        run_check(RegexCheck(pattern="a"), "a", None)
 
 
 def test_json_field() -> None:

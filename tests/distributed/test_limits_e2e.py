@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from optiflow.core.compress import CompressSpec
+from optiflow.core.compress.spec import CompressSpec
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
 from optiflow.settings import Settings

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -184,7 +186,10 @@ def test_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_backoff_sleeps_between_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
-    monkeypatch.setattr(completion_mod.time, "sleep", slept.append)
+    # this module's clock only: threads elsewhere in the process (a check process pool's
+    # manager, litellm's loggers) sleep too
+    fake_time = SimpleNamespace(perf_counter=time.perf_counter, sleep=slept.append)
+    monkeypatch.setattr(completion_mod, "time", fake_time)
     c = complete(mock(transient()[0], retries=3), MSGS, backoff_base_s=0.2)
     assert c.attempts == 4 and len(slept) == 3
     assert 0.1 <= slept[0] <= 0.3 and 0.2 <= slept[1] <= 0.6 and 0.4 <= slept[2] <= 1.2

@@ -1,4 +1,5 @@
-"""The fault scenario of ``make chaos`` and its test: kill -9 workers in the middle of a job.
+"""The fault scenarios of ``make chaos`` and their tests: kill -9 workers in the middle of a job,
+and a model provider that fails (transient errors to retry, permanent ones to report).
 
 One round: a control and an eval worker run a compress job; once a random step is a random
 fraction done, the eval worker is killed with SIGKILL, then the control worker; both are started
@@ -18,6 +19,8 @@ from typing import TYPE_CHECKING
 from optiflow.core.compress.report import OptimizationReport
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.experiment import TEMP_TAG_PREFIX
+from optiflow.core.model import ModelConfig
+from optiflow.core.optimize.spec import OptimizeSpec
 from tests.support.workers import WorkerProcess
 
 if TYPE_CHECKING:
@@ -135,3 +138,48 @@ def _wait_for(client: Client, job_id: str, step: int, fraction: float, timeout: 
                 return f"step {progress.step}, {progress.done}/{progress.total} evaluations"
         time.sleep(0.01)
     raise TimeoutError(f"job {job_id} did not reach evaluation step {step}")
+
+
+# -- provider faults ------------------------------------------------------------------------------
+AUTH_MESSAGE = "simulated authentication failure: invalid API key"
+
+
+def with_provider_faults(spec: CompressSpec, *, rate: float, seed: int, retries: int = 8) -> CompressSpec:
+    """``spec`` on a simulated model whose every attempt fails with probability ``rate`` with a
+    transient error (429, 500 or timeout, seeded by ``seed``), for the evaluations and the
+    compression proposals alike, with ``retries`` retries. The answers, once they come, are the
+    undisturbed ones: the report must be too."""
+
+    def faulty(model: ModelConfig) -> ModelConfig:
+        params = {**model.params, "sim_error_rate": rate, "sim_error": "mixed", "sim_seed": seed}
+        return model.model_copy(update={"params": params, "retries": retries})
+
+    update: dict[str, object] = {"model": faulty(spec.model)}
+    strategy_model = getattr(spec.strategy, "model", None)
+    if isinstance(strategy_model, ModelConfig):
+        update["strategy"] = spec.strategy.model_copy(update={"model": faulty(strategy_model)})
+    return spec.model_copy(update=update)
+
+
+def with_permanent_error(spec: CompressSpec) -> CompressSpec:
+    """``spec`` on a simulated model that refuses every call (401: not retried)."""
+    params = {**spec.model.params, "sim_error_rate": 1.0, "sim_error": "auth"}
+    return spec.model_copy(update={"model": spec.model.model_copy(update={"params": params})})
+
+
+def optimize_with_a_failing_candidate(spec: CompressSpec) -> OptimizeSpec:
+    """A grid search over ``sim_error_rate`` on ``spec``'s prompt and samples: the candidate at 1.0
+    (with ``sim_error: auth``) has every call refused; its trial must fail with the provider's
+    message while the job completes."""
+    data = {
+        "kind": "optimize",
+        "name": "provider-faults",
+        "prompt": spec.prompt.model_dump(mode="json"),
+        "dataset": spec.dataset.model_dump(mode="json"),
+        "check": spec.check.model_dump(mode="json"),
+        "model": {**spec.model.model_dump(mode="json"), "params": {**spec.model.params, "sim_error": "auth"}},
+        "optimizer": {"type": "grid", "space": {"sim_error_rate": [0.0, 1.0]}},
+        "termination": {"max_iterations": 2},
+        "max_candidates_per_step": 2,
+    }
+    return OptimizeSpec.model_validate(data)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, StrictBool, StrictInt
 
 from optiflow.core.base import MAX_NAME_LENGTH, Frozen, JSONValue
 from optiflow.core.checks import CheckSpec
@@ -29,10 +29,10 @@ class CompressSpec(Frozen):
     baseline_tag: str = STABLE
     baseline_overrides: tuple[SectionOverride, ...] = ()
     baseline_model_params: dict[str, JSONValue] = Field(default_factory=dict)
-    eval_runs: int = Field(default=3, ge=1, le=50)
-    min_section_tokens: int = Field(default=40, ge=0)
-    fail_fast: bool = True
-    flags: dict[str, bool] = Field(default_factory=dict)
+    eval_runs: StrictInt = Field(default=3, ge=1, le=50)
+    min_section_tokens: StrictInt = Field(default=40, ge=0)
+    fail_fast: StrictBool = True
+    flags: dict[str, StrictBool] = Field(default_factory=dict)
 
     def effective_body(self, path: SectionPath) -> str:
         """The body the baseline renders for a section (its baseline override, if any)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, model_validator
 
 from optiflow.core.base import MAX_NAME_LENGTH, Frozen, JSONValue
 from optiflow.core.checks import CheckSpec
@@ -25,12 +25,12 @@ class MeasureSpec(Frozen):
     baseline_overrides: tuple[SectionOverride, ...] = ()
     """The tag's overrides, snapshotted at submission (what is measured)."""
     baseline_model_params: dict[str, JSONValue] = Field(default_factory=dict)
-    runs: int = Field(default=5, ge=1, le=100)
+    runs: StrictInt = Field(default=5, ge=1, le=100)
     split: Split | None = None
     """Measure one split only (train / val / test); default every sample."""
-    confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
-    fail_below: float | None = Field(default=None, ge=0.0, le=1.0)
-    flags: dict[str, bool] = Field(default_factory=dict)
+    confidence: StrictFloat = Field(default=0.95, gt=0.0, lt=1.0)
+    fail_below: StrictFloat | None = Field(default=None, ge=0.0, le=1.0)
+    flags: dict[str, StrictBool] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _samples(self) -> MeasureSpec:

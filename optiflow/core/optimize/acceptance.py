@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, StrictFloat
 
 from optiflow.core.base import Frozen
 from optiflow.core.optimize.scoring import Objective
@@ -27,7 +27,7 @@ Alternative = Literal["greater", "less"]
 
 class AcceptanceSpec(Frozen):
     test: Literal["none", "mann_whitney"] = "none"
-    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    alpha: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)
     metric: SampleMetric = "score"
 
     @property

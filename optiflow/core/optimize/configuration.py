@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictFloat, field_validator, model_validator
 
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.sections import SectionPath, parse_path, path_str
@@ -34,8 +34,8 @@ _FLOAT_DIGITS = 12
 class ParamDomain(Frozen):
     """Allowed values of one model param: a closed range and/or a list of choices."""
 
-    min: float | None = None
-    max: float | None = None
+    min: StrictFloat | None = None
+    max: StrictFloat | None = None
     choices: tuple[JSONValue, ...] | None = None
 
     @model_validator(mode="after")

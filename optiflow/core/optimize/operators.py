@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictFloat, StrictInt, model_validator
 
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.optimize.params import ParameterBlockSpec, ParamKind, format_float
@@ -44,7 +44,7 @@ class ThresholdOp(Frozen):
 
     op: Literal["threshold"] = "threshold"
     param: str
-    delta: float = Field(gt=0)
+    delta: StrictFloat = Field(gt=0)
     direction: Literal["increase", "decrease"]
 
     def check(self, block: ParameterBlockSpec) -> None:
@@ -110,8 +110,8 @@ class RiskToleranceOp(Frozen):
 
     op: Literal["risk_tolerance"] = "risk_tolerance"
     param: str = "risk_tolerance"
-    value: float | None = Field(default=None, ge=0.0, le=1.0)
-    delta: float | None = None
+    value: StrictFloat | None = Field(default=None, ge=0.0, le=1.0)
+    delta: StrictFloat | None = None
 
     @model_validator(mode="after")
     def _one(self) -> RiskToleranceOp:
@@ -136,7 +136,7 @@ class MaxStepsOp(Frozen):
     """``MaxStepsMutation``: change integer limits, by ``delta`` (default) or to a value (``set``)."""
 
     op: Literal["max_steps"] = "max_steps"
-    changes: dict[str, int] = Field(min_length=1)
+    changes: dict[str, StrictInt] = Field(min_length=1)
     mode: Literal["delta", "set"] = "delta"
 
     def check(self, block: ParameterBlockSpec) -> None:

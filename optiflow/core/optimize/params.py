@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictFloat, field_validator, model_validator
 
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.sections import SectionPath, parse_path
@@ -35,8 +35,8 @@ class ParameterBlockError(OptiflowError):
 
 class BlockParam(Frozen):
     type: ParamKind = "float"
-    min: float | None = None
-    max: float | None = None
+    min: StrictFloat | None = None
+    max: StrictFloat | None = None
 
     @model_validator(mode="after")
     def _range(self) -> BlockParam:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictBool, StrictInt, field_validator
 
 from optiflow.core.base import Frozen
 from optiflow.core.model import ModelConfig
@@ -46,11 +46,11 @@ class RewriteOptimizerSpec(Frozen):
     model: ModelConfig
     sections: tuple[SectionPath, ...] = ()
     """Sections to rewrite; default: every section of the treatment factor."""
-    max_length: int = Field(default=4000, ge=1)
-    recent_iterations: int = Field(default=3, ge=0)
-    max_failing: int = Field(default=8, ge=0)
+    max_length: StrictInt = Field(default=4000, ge=1)
+    recent_iterations: StrictInt = Field(default=3, ge=0)
+    max_failing: StrictInt = Field(default=8, ge=0)
     instructions: str = ""
-    stop_when_no_failures: bool = True
+    stop_when_no_failures: StrictBool = True
     """Stop (target reached) once the best fails no sample: there is nothing left to fix."""
 
     @field_validator("sections", mode="before")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field, StrictFloat, TypeAdapter
 
 from optiflow.core.base import Frozen
 from optiflow.core.evaluation import TrialSummary
@@ -111,7 +111,7 @@ BasicScorerSpec = Annotated[
 
 class WeightedComponent(Frozen):
     scorer: BasicScorerSpec
-    weight: float = Field(gt=0)
+    weight: StrictFloat = Field(gt=0)
 
 
 class WeightedScorer(Frozen):

@@ -14,7 +14,7 @@ import itertools
 import random
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, model_validator
 
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.optimize.configuration import ParamDomain, TreatmentFactor, config_hash, with_params
@@ -59,10 +59,10 @@ class SearchDimension(Frozen):
     ``digits`` decimals)."""
 
     choices: tuple[JSONValue, ...] | None = None
-    min: float | None = None
-    max: float | None = None
-    integer: bool = False
-    digits: int = Field(default=3, ge=0, le=12)
+    min: StrictFloat | None = None
+    max: StrictFloat | None = None
+    integer: StrictBool = False
+    digits: StrictInt = Field(default=3, ge=0, le=12)
 
     @model_validator(mode="after")
     def _shape(self) -> SearchDimension:
@@ -91,8 +91,8 @@ class SearchDimension(Frozen):
 class RandomSearchSpec(Frozen):
     type: Literal["random"] = "random"
     space: dict[str, SearchDimension] = Field(min_length=1)
-    samples: int = Field(default=20, ge=1, le=10_000)
-    seed: int = 0
+    samples: StrictInt = Field(default=20, ge=1, le=10_000)
+    seed: StrictInt = 0
 
     def point(self, index: int) -> Point:
         rng = random.Random(f"{self.seed}:{index}")

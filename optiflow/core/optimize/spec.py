@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 
 from optiflow.core.base import MAX_NAME_LENGTH, Frozen, JSONValue
 from optiflow.core.checks import CheckSpec
@@ -52,15 +52,15 @@ class OptimizeSpec(Frozen):
     objective: Objective = Objective.MAXIMIZE
     termination: CompositePolicy = Field(default_factory=lambda: parse_termination(None))
     acceptance: AcceptanceSpec = Field(default_factory=AcceptanceSpec)
-    max_candidates_per_step: int = Field(default=3, ge=1, le=50)
-    eval_runs: int = Field(default=1, ge=1, le=50)
-    splits: bool = False
+    max_candidates_per_step: StrictInt = Field(default=3, ge=1, le=50)
+    eval_runs: StrictInt = Field(default=1, ge=1, le=50)
+    splits: StrictBool = False
     baseline_tag: str = STABLE
     baseline_overrides: tuple[SectionOverride, ...] = ()
     baseline_model_params: dict[str, JSONValue] = Field(default_factory=dict)
-    max_section_chars: int = Field(default=20_000, ge=1)
-    max_failing_examples: int = Field(default=8, ge=0)
-    flags: dict[str, bool] = Field(default_factory=dict)
+    max_section_chars: StrictInt = Field(default=20_000, ge=1)
+    max_failing_examples: StrictInt = Field(default=8, ge=0)
+    flags: dict[str, StrictBool] = Field(default_factory=dict)
 
     @field_validator("scorer", mode="before")
     @classmethod

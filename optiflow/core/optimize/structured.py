@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from optiflow.core.base import Frozen
 from optiflow.core.optimize.configuration import TreatmentFactor, config_hash, config_sections, with_section
@@ -45,8 +45,8 @@ class StructuredOptimizerSpec(Frozen):
     block: ParameterBlockSpec
     table: dict[str, tuple[MutationOperator, ...]] = Field(min_length=1)
     categorize: Categorize = "tags"
-    combine: bool = False
-    stop_when_no_failures: bool = True
+    combine: StrictBool = False
+    stop_when_no_failures: StrictBool = True
 
     @model_validator(mode="after")
     def _operators_fit_the_block(self) -> StructuredOptimizerSpec:

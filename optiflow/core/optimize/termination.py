@@ -20,7 +20,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field, StrictFloat, StrictInt, TypeAdapter
 
 from optiflow.core.base import Frozen
 from optiflow.core.optimize.history import TrialHistory
@@ -65,7 +65,7 @@ class TerminationReason(Frozen):
 
 class MaxIterationsPolicy(Frozen):
     type: Literal["max_iterations"] = "max_iterations"
-    iterations: int = Field(ge=1)
+    iterations: StrictInt = Field(ge=1)
 
     def check(self, history: TrialHistory, now: datetime) -> TerminationReason | None:
         if history.iteration_count >= self.iterations:
@@ -83,7 +83,7 @@ class NoImprovementPolicy(Frozen):
     """Stops once the last ``window`` iterations produced no new best (seed 003's rule)."""
 
     type: Literal["no_improvement"] = "no_improvement"
-    window: int = Field(ge=1)
+    window: StrictInt = Field(ge=1)
 
     def check(self, history: TrialHistory, now: datetime) -> TerminationReason | None:
         count = history.iteration_count
@@ -103,7 +103,7 @@ class NoImprovementPolicy(Frozen):
 
 class TimeBudgetPolicy(Frozen):
     type: Literal["time_budget"] = "time_budget"
-    seconds: float = Field(gt=0)
+    seconds: StrictFloat = Field(gt=0)
 
     def check(self, history: TrialHistory, now: datetime) -> TerminationReason | None:
         elapsed = (now - history.started_at).total_seconds()
@@ -120,7 +120,7 @@ class TimeBudgetPolicy(Frozen):
 
 class TokenBudgetPolicy(Frozen):
     type: Literal["token_budget"] = "token_budget"
-    tokens: int = Field(ge=1)
+    tokens: StrictInt = Field(ge=1)
 
     def check(self, history: TrialHistory, now: datetime) -> TerminationReason | None:
         used = history.total_tokens
@@ -137,7 +137,7 @@ class TokenBudgetPolicy(Frozen):
 
 class CostBudgetPolicy(Frozen):
     type: Literal["cost_budget"] = "cost_budget"
-    usd: float = Field(gt=0)
+    usd: StrictFloat = Field(gt=0)
 
     def check(self, history: TrialHistory, now: datetime) -> TerminationReason | None:
         used = history.total_cost

@@ -46,8 +46,22 @@ def run(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.UsageError as exc:  # a bad argument or option: one line too, no usage text
+        click.echo(f"error[usage_error]: {_usage_line(exc)}", err=True)
+        sys.exit(2)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+
+
+def _usage_line(exc: click.UsageError) -> str:
+    """``--concurrency: 100000 is not in the range 1<=x<=512.``: the option, then what is wrong."""
+    param = getattr(exc, "param", None)
+    if isinstance(exc, click.BadParameter) and param is not None:
+        name = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+        message = "required" if isinstance(exc, click.MissingParameter) else exc.message
+        return f"{name}: {message}"
+    command = exc.ctx.command_path if exc.ctx is not None else "optiflow"
+    return f"{command}: {exc.format_message()} (see {command} --help)"

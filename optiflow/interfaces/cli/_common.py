@@ -16,9 +16,10 @@ if TYPE_CHECKING:
 
 
 def settings() -> Settings:
-    from optiflow.settings import Settings
+    """The settings from ``OPTIFLOW_*``; a bad value is one ``error[config_error]`` line, exit 2."""
+    from optiflow.settings import load_settings
 
-    return Settings()
+    return load_settings()
 
 
 def open_store(s: Settings | None = None) -> OverridesStore:

@@ -124,14 +124,20 @@ def eval_command(
 ) -> None:
     """Evaluate a prompt on a dataset and print pass rate, consistency, cost and latency."""
     from optiflow.core.model import ModelConfig
-    from optiflow.files import load_dataset
+    from optiflow.files import load_dataset, parse_model
 
+    if not model_name.strip():
+        raise ValidationError("must name a model (e.g. optiflow/sim, openai/gpt-4o-mini)", field="--model")
     model_params = {k: _param_value(v) for k, v in parse_params(params).items()}
     check = parse_check(check_text)
     dataset = load_dataset(dataset_file)
     prompt, overrides, used_tag = _load(prompt_ref, tag)
     s = settings()
-    model = ModelConfig(model=model_name, params=model_params, timeout=timeout, retries=retries)
+    model = parse_model(
+        ModelConfig,
+        {"model": model_name, "params": model_params, "timeout": timeout, "retries": retries},
+        "--model",
+    )
 
     from optiflow.distributed.ratelimit import install_from_settings
     from optiflow.evaluator import evaluate_dataset, summaries
@@ -148,6 +154,7 @@ def eval_command(
         experiment_id="cli-eval",
         python_checks=s.python_checks,
         concurrency=concurrency or s.eval_concurrency,
+        check_timeout_s=s.check_timeout_s,
     )
     summary, trial = summaries(results, dataset)
     failing = [sid for sid in dataset.ids() if sid not in summary.consistently_passed]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -45,6 +46,10 @@ def _job_client(job_id: str) -> Client:
     if not s.database_url and not default_db.exists():
         raise NotFoundError(f"no job {job_id!r}", field="job")
     return Client(s)
+
+
+LOST = 4  # exit code: the connection to Redis was lost while waiting; the job may still run
+MAX_WORKER_CONCURRENCY = 512
 
 
 def _finish(
@@ -149,7 +154,7 @@ def submit(
     On the embedded default the job runs in this process, so the command always waits; a job
     still unfinished when the command ends (--timeout, Ctrl-C) is ended ``cancelled``.
     Exit codes: 0 done, 1 the job failed or was cancelled, 2 refused input, 3 a measure job fell
-    under --fail-below."""
+    under --fail-below, 4 Redis was lost while waiting (the job may still run: optiflow watch ID)."""
     run_submit(
         job_file,
         wait_=wait_,
@@ -203,7 +208,8 @@ def run_submit(
             if as_json:
                 echo(json.dumps({"job_id": job.id, "status": "queued"}))
             return
-        result = _progress_then_result(job, timeout, quiet=as_json)
+        with _lost_redis_ends_the_wait(job.id):
+            result = _progress_then_result(job, timeout, quiet=as_json)
         _finish(
             client,
             result,
@@ -212,6 +218,26 @@ def run_submit(
             elapsed=time.monotonic() - started,
             history_dir=history_dir,
         )
+
+
+@contextmanager
+def _lost_redis_ends_the_wait(job_id: str) -> Iterator[None]:
+    """Redis gone while waiting (the broker, the live counters): one line naming the job, so it
+    can be followed later with ``optiflow watch``, and exit :data:`LOST` instead of a traceback."""
+    from kombu.exceptions import OperationalError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeout
+
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeout, OperationalError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        click.echo(
+            f"error[redis_unreachable]: lost Redis while waiting for job {job_id} ({reason}); "
+            f"the job may still run: optiflow watch {job_id}",
+            err=True,
+        )
+        sys.exit(LOST)
 
 
 def _progress_then_result(job: JobHandle, timeout: float | None, *, quiet: bool) -> OptimizeResult:
@@ -344,7 +370,13 @@ def jobs_command(status_: str | None) -> None:
 
 @click.command()
 @click.option("--role", type=click.Choice(["eval", "control", "all"]), default="all", show_default=True)
-@click.option("--concurrency", "-c", type=int, default=None, help="eval: threads (default 32); control: 2")
+@click.option(
+    "--concurrency",
+    "-c",
+    type=click.IntRange(1, MAX_WORKER_CONCURRENCY),
+    default=None,
+    help="eval: threads (default 32); control: processes (default 2)",
+)
 @click.option("--loglevel", default="INFO", show_default=True)
 def worker(role: str, concurrency: int | None, loglevel: str) -> None:
     """Run a Celery worker for a role (needs OPTIFLOW_REDIS_URL)."""

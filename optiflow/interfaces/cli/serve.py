@@ -5,8 +5,12 @@ tornado and the client are imported inside the command: ``optiflow --help`` stay
 
 from __future__ import annotations
 
+import ipaddress
+import re
+
 import click
 
+from optiflow.errors import ConfigError, ValidationError
 from optiflow.interfaces.cli._common import echo, settings
 
 
@@ -29,16 +33,41 @@ def serve(host: str | None, port: int | None) -> None:
     from optiflow.interfaces.http import serve as serve_http
 
     s = settings()
+    address = check_host(host or s.http_host, "--host" if host else "OPTIFLOW_HTTP_HOST")
+    listen_port = s.http_port if port is None else port
     with Client(s) as client:
         if client.runtime.embedded:
             echo("embedded: jobs submitted here run in this process (set OPTIFLOW_REDIS_URL for workers)")
-        serve_http(
-            client,
-            host or s.http_host,
-            s.http_port if port is None else port,
-            on_ready=lambda url: echo(f"serving on {url} (Ctrl-C stops)"),
-        )
+        try:
+            serve_http(
+                client,
+                address,
+                listen_port,
+                on_ready=lambda url: echo(f"serving on {url} (Ctrl-C stops)"),
+            )
+        except OSError as exc:  # the address is not this machine's, the port is taken, ...
+            raise ConfigError(
+                f"cannot listen on {address}:{listen_port}: {exc.strerror or exc}", field="--host/--port"
+            ) from None
     echo("stopped")
+
+
+_HOSTNAME = re.compile(
+    r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
+)
+
+
+def check_host(host: str, field: str) -> str:
+    """An IP address, or a host name that is not a malformed address (``256.1.1.1`` would be
+    looked up as a name); ValidationError naming ``field`` otherwise."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return host
+    except ValueError:
+        pass
+    if _HOSTNAME.match(host) and not host.replace(".", "").isdigit():
+        return host
+    raise ValidationError(f"{host!r} is not an IP address or host name", field=field)
 
 
 COMMANDS = [serve]

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from optiflow.core.kinds import KINDS
-from optiflow.core.limits import JobLimits, check_limits
 from optiflow.core.policy import ModelPolicy, PolicyError
 from optiflow.core.records import RUN_FINISHED, Event
 from optiflow.errors import (
@@ -219,7 +218,6 @@ class Api:
         client: Client,
         *,
         policy: ModelPolicy,
-        limits: JobLimits,
         max_body_bytes: int,
         poll_s: float,
         keepalive_s: float,
@@ -227,7 +225,6 @@ class Api:
     ) -> None:
         self.client = client
         self.policy = policy
-        self.limits = limits
         self.max_body_bytes = max_body_bytes
         self.poll_s = poll_s
         self.keepalive_s = keepalive_s
@@ -260,8 +257,7 @@ class Api:
 
         with outages_as_unavailable():
             spec = load_job_data(data, source=SOURCE, store=self.client.runtime.store)
-        self.policy.check(spec)
-        check_limits(spec, self.limits)
+        self.policy.check(spec)  # the job's size caps are checked by submit's admission
         with self._submit_lock, outages_as_unavailable():
             return self.client.submit(spec).id
 

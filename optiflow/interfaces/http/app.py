@@ -1,8 +1,9 @@
 """The application (:func:`make_app`) and the server (:func:`serve`).
 
 What the server enforces comes from settings (:class:`HttpConfig`): the guard (token, Host
-allowlist), the model policy job documents are checked against, the job limits and the largest
-body. :func:`serve` refuses to listen beyond loopback without a token.
+allowlist), the model policy job documents are checked against, and the largest body (a job's
+size caps are checked by the client's admission, as for every submission). :func:`serve` refuses to
+listen beyond loopback without a token.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import tornado.httpserver
 import tornado.netutil
 import tornado.web
 
-from optiflow.core.limits import JobLimits
 from optiflow.core.policy import ModelPolicy
 from optiflow.errors import ConfigError
 from optiflow.interfaces.http import handlers as h
@@ -38,7 +38,6 @@ class HttpConfig:
 
     guard: Guard
     policy: ModelPolicy
-    limits: JobLimits
     max_body_bytes: int
 
     @classmethod
@@ -47,7 +46,6 @@ class HttpConfig:
         return cls(
             guard=Guard.build(token, settings.allowed_hosts),
             policy=load_model_policy(settings),
-            limits=settings.job_limits,
             max_body_bytes=settings.max_body_bytes,
         )
 
@@ -104,7 +102,6 @@ def make_app(
     api = Api(
         client,
         policy=config.policy,
-        limits=config.limits,
         max_body_bytes=config.max_body_bytes,
         poll_s=poll_s,
         keepalive_s=keepalive_s,
