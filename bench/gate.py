@@ -383,6 +383,10 @@ def main() -> None:
     parser.add_argument("--strict-cases", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        sys.exit('bench-gate draws bench/gate_curve.png with matplotlib: pip install -e ".[bench]"')
     started = time.monotonic()
     out = Path(args.out)
     points = []

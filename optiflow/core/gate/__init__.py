@@ -54,7 +54,9 @@ decision: with many candidates some false acceptance is expected about ``alpha``
 
 :mod:`~optiflow.core.gate.power` predicts the gate's operating curve (accept, reject, undecided,
 runs paid) from per-sample rates, the smallest drop it can resolve, and the fixed design's runs.
-**auto** picks strict when every sample's baseline runs agree (at least 2 runs), else paired.
+**auto** picks strict when every sample's baseline runs agree (at least 2 runs), else paired. The
+choice reads the same baseline runs the paired test pairs, so its guarantee is for the procedure
+as a whole: ``P(paired is chosen and accepts a drop >= margin) <= alpha``.
 **protect**: protected samples keep the strict per-sample rule in every mode.
 """
 
