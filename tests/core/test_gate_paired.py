@@ -15,6 +15,7 @@ from optiflow.core.gate import (
     drop_rates,
     estimate_rates,
     fixed_runs,
+    operating_curve,
     predict,
 )
 from optiflow.core.gate.eprocess import (
@@ -177,11 +178,26 @@ def test_block_distribution_is_the_exact_convolution() -> None:
     assert dist == pytest.approx([0, 0, 0.25, 0.5, 0.25])
 
 
-def test_drop_model_moves_the_mean_by_the_drop() -> None:
+def test_drop_models_move_the_mean_by_the_drop() -> None:
     base = list(rates(48, "dm").values())
-    for drop in (0.0, 0.05, 0.1, -0.05):
-        q = drop_rates(base, drop)
-        assert (sum(base) - sum(q)) / 48 == pytest.approx(drop)
+    for model in ("removal", "proportional"):
+        for drop in (0.0, 0.05, 0.1, -0.05):
+            q = drop_rates(base, drop, model)
+            assert (sum(base) - sum(q)) / 48 == pytest.approx(drop)
+            assert all(0 <= x <= 1 for x in q)
+    q = drop_rates(base, 0.1)
+    broken = [p for p, x in zip(base, q, strict=True) if x == 0]
+    partial = [x for p, x in zip(base, q, strict=True) if 0 < x < p]
+    assert 8 <= len(broken) <= 11 and len(partial) <= 1  # whole samples fail, as a removed instruction does
+    assert min(broken) < sorted(base)[12] and max(broken) > sorted(base)[-12]  # spread over the ranking
+
+
+def test_operating_curve_rises_with_the_drop() -> None:
+    curve = operating_curve(PAIRED, list(rates(48, "curve").values()), [0.0, 0.05, 0.1])
+    assert [round(p.drop, 6) for p in curve] == [0.0, 0.05, 0.1]
+    assert curve[0].rejection < PAIRED.beta + 0.02 < curve[1].rejection < curve[2].rejection
+    assert curve[2].rejection >= 1 - PAIRED.alpha
+    assert all(p.blocks <= p.runs <= PAIRED.max_runs for p in curve)
 
 
 def test_prediction_holds_alpha_at_the_margin_and_matches_a_direct_simulation() -> None:

@@ -65,6 +65,7 @@ from optiflow.core.gate.evidence import Assessment, NoEvidenceError, assess
 from optiflow.core.gate.gate import decide, first_round
 from optiflow.core.gate.outcomes import Outcomes
 from optiflow.core.gate.power import (
+    DropModel,
     OperatingPoint,
     detectable_drop,
     drop_rates,
@@ -77,6 +78,7 @@ from optiflow.core.gate.spec import GateKind, GateMode, GateSpec
 
 __all__ = [
     "Assessment",
+    "DropModel",
     "GateDecision",
     "GateKind",
     "GateMode",

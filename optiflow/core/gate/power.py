@@ -11,8 +11,8 @@ carried on a grid (one step per unit of ``S``) and absorbed at the thresholds ex
 absorbs them. It is a prediction for planning and for the report; the decisions themselves rest on
 Ville's inequality, not on it.
 
-:func:`operating_curve` is the gate's statement as a function of the true drop, for a drop spread
-over samples in proportion to their pass rates (:func:`drop_rates`); :func:`estimate_rates` turns
+:func:`operating_curve` is the gate's statement as a function of the true drop, for a drop that
+falls on the samples an edit breaks (:func:`drop_rates`); :func:`estimate_rates` turns
 a baseline's runs into the per-sample rates it uses (shrunk so the spread matches the unbiased
 estimate of the per-sample variance: three runs make raw rates look more spread than they are).
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from statistics import NormalDist
+from typing import Literal
 
 from pydantic import Field
 
@@ -137,22 +138,50 @@ def predict(spec: GateSpec, p: Sequence[float], q: Sequence[float]) -> Operating
     )
 
 
-def drop_rates(rates: Sequence[float], drop: float) -> list[float]:
-    """Candidate rates with a mean drop of ``drop`` spread in proportion to the pass rates (to the
-    fail rates for an improvement, ``drop < 0``)."""
+DropModel = Literal["removal", "proportional"]
+
+
+def drop_rates(rates: Sequence[float], drop: float, model: DropModel = "removal") -> list[float]:
+    """Candidate rates whose mean is ``drop`` below ``rates``.
+
+    ``removal`` (default): the drop falls on a subset of samples that then fail outright, as when an
+    edit removes an instruction they need; the subset is spread evenly over the samples ranked by
+    rate (systematic), one sample losing part of its rate to make the drop exact. ``proportional``:
+    every sample loses the same share of its rate. A drop concentrated on few samples leaves the
+    candidate less variance than the same drop spread out, so the gate rejects it a little more
+    often; the two models bracket edits between them. ``drop < 0`` (an improvement) always spreads
+    the gain over the fail rates."""
     n = len(rates)
-    mean = sum(rates) / n if n else 0.0
-    if drop >= 0:
-        keep = 0.0 if mean <= 0 else max(0.0, 1.0 - drop / mean)
-        return [r * keep for r in rates]
-    room = 1.0 - mean
-    gain = 1.0 if room <= 0 else min(1.0, -drop / room)
-    return [r + (1.0 - r) * gain for r in rates]
+    total = sum(rates)
+    if drop < 0:
+        room = n - total
+        gain = 1.0 if room <= 0 else min(1.0, -drop * n / room)
+        return [r + (1.0 - r) * gain for r in rates]
+    if drop == 0 or total <= 0:
+        return list(rates)
+    target = min(drop * n, total)
+    if model == "proportional":
+        return [r * (1.0 - target / total) for r in rates]
+    q = list(rates)
+    removed, quota, share = 0.0, 0.5, target / total
+    for i in sorted(range(n), key=lambda i: rates[i]):
+        quota += share
+        if quota >= 1.0 and removed + rates[i] <= target:
+            q[i], removed, quota = 0.0, removed + rates[i], quota - 1.0
+    for i in sorted(range(n), key=lambda i: -q[i]):  # the rest from the highest kept rates
+        if target - removed <= 1e-12:
+            break
+        cut = min(q[i], target - removed)
+        q[i] -= cut
+        removed += cut
+    return q
 
 
-def operating_curve(spec: GateSpec, rates: Sequence[float], drops: Sequence[float]) -> list[OperatingPoint]:
-    """The gate's predicted operating curve over true drops (proportional drop model)."""
-    return [predict(spec, rates, drop_rates(rates, d)) for d in drops]
+def operating_curve(
+    spec: GateSpec, rates: Sequence[float], drops: Sequence[float], model: DropModel = "removal"
+) -> list[OperatingPoint]:
+    """The gate's predicted operating curve over true drops (see :func:`drop_rates`)."""
+    return [predict(spec, rates, drop_rates(rates, d, model)) for d in drops]
 
 
 def estimate_rates(baseline: Outcomes, sample_ids: Sequence[str]) -> list[float]:
