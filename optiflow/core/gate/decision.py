@@ -69,11 +69,13 @@ class RunPlan(Frozen):
 class GateStats(Frozen):
     """The statistics of one decision, as the report, the page and ``optiflow report`` show them.
 
-    ``drop`` is the estimated pass-rate drop (baseline minus candidate, 0.05 = five points lower);
-    ``drop_low`` / ``drop_high`` are anytime-valid ``1 - alpha`` bounds on the true drop, one on each
-    side (the candidate is accepted exactly when ``drop_high < margin`` under ``paired``).
-    ``detectable_drop`` is the smallest drop this dataset and run budget tell apart from no drop at
-    ``alpha`` / ``beta`` (``paired``; under ``strict``, one sample's flip).
+    The pass rates are over the samples the candidate was run on (every paired sample; under
+    ``strict`` the ones that can regress), the baseline's over answered runs, the candidate's with
+    errors as failures. ``drop`` is the estimated pass-rate drop (baseline minus candidate, 0.05 =
+    five points lower); ``drop_low`` / ``drop_high`` are anytime-valid ``1 - alpha`` bounds on the
+    true drop, one on each side (under ``paired`` the candidate is accepted exactly when
+    ``drop_high < margin``). ``detectable_drop`` is the smallest drop this dataset and run budget
+    tell apart from no drop at ``alpha`` / ``beta`` (``paired``; under ``strict``, one sample's flip).
     """
 
     gate: GateKind
