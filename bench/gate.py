@@ -265,7 +265,8 @@ def strict_check(cases: int, base_seed: int) -> dict[str, Any]:
     for j in range(cases):
         rng = random.Random(f"gate-strict-{base_seed}-{j}")
         ok = {sid: rng.random() < 0.75 for sid in IDS}
-        removed = {sid for sid in IDS if rng.random() < rng.choice((0.0, 0.02, 0.1, 0.3))}
+        share = rng.choice((0.0, 0.02, 0.1, 0.3))
+        removed = {sid for sid in IDS if rng.random() < share}
         error_rate = rng.choice((0.0, 0.0, 0.02))
 
         def results(
@@ -542,7 +543,7 @@ def render(res: dict[str, Any], points: list[Point]) -> str:
         "## strict on a deterministic model",
         "",
         f"{s['cases']} cases: every sample passes always or never; each edit removes the instruction of a random "
-        "subset (none, 2%, 10% or 30%); calls error at 0% or 2%. The baseline's 3 runs go through `assess` in "
+        "subset (each sample with probability 0, 2%, 10% or 30%, one share per case); calls error at 0% or 2%. The baseline's 3 runs go through `assess` in "
         f"`strict` mode (`auto` picks strict for {s['auto_strict']} of them: the others had a sample with fewer than 2 "
         "answered runs), then `decide` round by round; seed 000's decision is "
         "computed from the same runs with `summarize` / `regressions`. Identical decisions and regression sets: "
