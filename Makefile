@@ -1,7 +1,7 @@
 PY ?= python3
 PYTEST ?= $(PY) -m pytest
 
-.PHONY: install demo test test-fast lint typecheck check bench chaos bench-limits format clean
+.PHONY: install demo test test-fast lint typecheck check bench bench-gate chaos bench-limits format clean
 
 install:  ## install optiflow with its dev tools (editable)
 	$(PY) -m pip install -q -e ".[dev]"
@@ -31,6 +31,9 @@ check: lint typecheck test
 
 bench:  ## compress-job throughput vs a bare Celery chord; writes bench/results.md
 	$(PY) -m bench.compress --out bench/results.md
+
+bench-gate:  ## the paired gate's operating curve on the simulated noise mode (needs the bench extra); writes bench/gate_results.md
+	$(PY) -m bench.gate --out bench/gate_results.md
 
 chaos:  ## kill -9 workers mid-job (20 rounds), then 20 jobs on a flaky provider; writes bench/chaos_results.md, bench/chaos_faults.md
 	$(PY) -m bench.chaos --out bench/chaos_results.md

@@ -72,6 +72,14 @@ provider in ``optional_params``):
 - ``sim_noise`` (0.0): probability that a right answer is replaced by the generic one, seeded by
   ``(sim_seed, sample_id, run)`` from the call's ``metadata`` (falls back to the user text): the
   same sample and run flip the same way in every experiment (common random numbers).
+- ``sim_pass_dist`` (none): the noise mode of a sampled model (:mod:`optiflow.llm.noise`). Each
+  sample gets a pass probability ``p`` drawn once from this distribution (``beta(a,b)``,
+  ``fixed(p)`` or a weighted mixture such as ``0.9*beta(3.3,3.3) + 0.1*fixed(1)``), seeded by
+  ``(sim_seed, sample_id)``; a call that has its instruction answers right with probability ``p``,
+  by a draw seeded by ``(sim_seed, digest of the prompt, sample_id, run)``. Unlike ``sim_noise``,
+  runs are independent across experiments whose prompts differ, as on a real sampled model (an
+  edit that changes no behaviour still draws anew); a removed instruction still fails its samples,
+  so an edit's true drop is the sum of their ``p`` over the dataset size.
 - ``sim_error_rate`` (0.0): probability that an attempt fails with an injected provider error,
   seeded by ``(sim_seed, sample_id, run, attempt)``; ``sim_fail_attempts`` (0): the first N
   attempts of every call fail. ``sim_error``: ``mixed`` (default: 429, 500 or timeout, by the
@@ -99,6 +107,7 @@ from functools import lru_cache
 from typing import Any
 
 from optiflow.llm.markers import COMPRESS_MARKER, JUDGE_MARKER, REWRITE_MARKER
+from optiflow.llm.noise import parse_pass_dist, pass_probability, passes, prompt_digest, unit
 from optiflow.llm.tokens import count_tokens
 
 SIM_MODEL = "optiflow/sim"
@@ -200,6 +209,7 @@ class SimOptions:
     compress_drop_pct: float = 25.0
     style: str = "sentence"
     rewrite_rules: int = 2
+    pass_dist: str | None = None
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any] | None) -> SimOptions:
@@ -209,6 +219,12 @@ class SimOptions:
         error = str(params.get("sim_error", "mixed"))
         if error != "mixed" and error not in _ERRORS:
             raise SimulatedError("bad_request", 400, f"unknown sim_error {error!r}")
+        pass_dist = params.get("sim_pass_dist")
+        if pass_dist is not None:
+            try:
+                parse_pass_dist(str(pass_dist))
+            except ValueError as exc:
+                raise SimulatedError("bad_request", 400, str(exc)) from None
         return cls(
             latency_ms=float(params.get("sim_latency_ms", 0.0) or 0.0),
             ttft_ms=None if ttft is None else float(ttft),
@@ -220,16 +236,14 @@ class SimOptions:
             compress_drop_pct=float(params.get("sim_compress_drop_pct", 25.0)),
             style=str(params.get("sim_style", "sentence")),
             rewrite_rules=int(params.get("sim_rewrite_rules", 2)),
+            pass_dist=None if pass_dist is None else str(pass_dist),
         )
 
 
 _DEFAULT_OPTIONS = SimOptions()
 
 
-def _unit(*parts: object) -> float:
-    """A deterministic number in [0, 1) from the parts."""
-    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64
+_unit = unit
 
 
 def _stem(word: str) -> str:
@@ -380,9 +394,13 @@ class SimulatedModel:
     def _answer(system: str, user: str, opts: SimOptions, subject: object, run: object) -> str:
         decision = policy_decision(system, user)
         if decision is not None:
+            if not _sampled_right(opts, system, user, subject, run):
+                decision = None
             return _policy_answer(decision, opts, subject, run)
         rule = match_rule(parse_rules(system), user)
         if rule is not None and opts.noise > 0 and _unit(opts.seed, "noise", subject, run) < opts.noise:
+            rule = None
+        if rule is not None and not _sampled_right(opts, system, user, subject, run):
             rule = None
         if opts.style == "label":
             return rule.label if rule is not None else "UNKNOWN"
@@ -391,6 +409,14 @@ class SimulatedModel:
                 {"code": rule.label if rule else None, "answer": _sentence(rule)}, separators=(",", ":")
             )
         return _sentence(rule)
+
+
+def _sampled_right(opts: SimOptions, system: str, user: str, subject: object, run: object) -> bool:
+    """The noise mode's draw: True (answer right) unless ``sim_pass_dist`` says this run fails."""
+    if opts.pass_dist is None:
+        return True
+    p = pass_probability(opts.pass_dist, opts.seed, subject)
+    return passes(p, opts.seed, prompt_digest(system, user), subject, run)
 
 
 @dataclass(frozen=True, slots=True)
