@@ -8,25 +8,41 @@ from pydantic import Field, computed_field, model_validator
 
 from optiflow.core.base import Frozen
 from optiflow.core.evaluation import JobStats
+from optiflow.core.gate.decision import GateStats
+from optiflow.core.gate.evidence import Assessment
+from optiflow.core.gate.spec import GateKind
 from optiflow.core.sections import SectionPath
 from optiflow.core.step import ProposalError
 
 
 class Modification(Frozen):
+    """An accepted edit of one section (seed 000), with the statistics of its gate decision."""
+
     section_path: SectionPath
     original_hash: str
     proposed_body: str
     token_reduction: int
     baseline_pass_rate: float
     candidate_pass_rate: float
+    original_tokens: int | None = None
+    proposed_tokens: int | None = None
+    gate: GateStats | None = None
 
 
 class RejectedModification(Frozen):
+    """A rejected edit: at the candidate step, or by greedy selection; ``reason`` is the gate's
+    words, ``gate`` its statistics."""
+
     section_path: SectionPath
     token_reduction: int
     regression_count: int
     regression_count_is_lower_bound: bool = False
     stage: Literal["candidate", "greedy"] = "candidate"
+    reason: str = ""
+    proposed_body: str | None = None
+    original_tokens: int | None = None
+    proposed_tokens: int | None = None
+    gate: GateStats | None = None
 
 
 class OptimizationReport(Frozen):
@@ -39,6 +55,13 @@ class OptimizationReport(Frozen):
     rejected: tuple[RejectedModification, ...] = ()
     proposal_errors: tuple[ProposalError, ...] = ()
     stats: JobStats = Field(default_factory=JobStats)
+    gate: GateKind | None = None
+    """The gate every decision used (``auto`` resolved), and why: :attr:`assessment`."""
+    assessment: Assessment | None = None
+    """What the baseline's first round said: the gate and its reason, runs, errors, the pass
+    rate, flaky samples, and (paired) the smallest drop the run budget can detect."""
+    combined: GateStats | None = None
+    """The decision on all accepted edits together (when more than one was accepted)."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property

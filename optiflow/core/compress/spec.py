@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, StrictBool, StrictInt
+from pydantic import Field, StrictBool, StrictInt, model_validator
 
 from optiflow.core.base import MAX_NAME_LENGTH, Frozen, JSONValue
 from optiflow.core.checks import CheckSpec
 from optiflow.core.dataset import Dataset
+from optiflow.core.gate.spec import GateSpec
 from optiflow.core.model import ModelConfig
 from optiflow.core.overrides import STABLE, SectionOverride
 from optiflow.core.prompt import Prompt
@@ -33,6 +34,33 @@ class CompressSpec(Frozen):
     min_section_tokens: StrictInt = Field(default=40, ge=0)
     fail_fast: StrictBool = True
     flags: dict[str, StrictBool] = Field(default_factory=dict)
+    gate: GateSpec = Field(default_factory=GateSpec)
+    """How candidates, the combination and greedy sets are accepted (:mod:`optiflow.core.gate`).
+    ``eval_runs`` is the first round's runs per sample (the gate's ``first_runs``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_first_round(cls, data: Any) -> Any:
+        """``eval_runs`` names the first round's runs; a document that also sets
+        ``gate.first_runs`` must agree with it."""
+        if isinstance(data, dict) and isinstance(data.get("gate"), dict) and "first_runs" in data["gate"]:
+            runs = data.get("eval_runs", 3)
+            if data["gate"]["first_runs"] != runs:
+                raise ValueError(
+                    f"gate.first_runs ({data['gate']['first_runs']}) differs from eval_runs ({runs})"
+                )
+        return data
+
+    @model_validator(mode="after")
+    def _runs_within_the_cap(self) -> CompressSpec:
+        if self.gate.max_runs < self.eval_runs:
+            raise ValueError(f"gate.max_runs ({self.gate.max_runs}) is below eval_runs ({self.eval_runs})")
+        return self
+
+    @property
+    def gate_spec(self) -> GateSpec:
+        """The gate as the workflow runs it: its first round is ``eval_runs`` runs."""
+        return self.gate.model_copy(update={"first_runs": self.eval_runs})
 
     def effective_body(self, path: SectionPath) -> str:
         """The body the baseline renders for a section (its baseline override, if any)."""

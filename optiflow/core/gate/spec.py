@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictFloat, StrictInt, model_validator
 
 from optiflow.core.base import Frozen
 from optiflow.core.dataset import Sample
@@ -40,15 +40,15 @@ class GateSpec(Frozen):
     """
 
     mode: GateMode = "auto"
-    alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
-    beta: float = Field(default=0.05, gt=0.0, lt=0.5)
-    margin: float = Field(default=0.10, gt=0.0, lt=1.0)
-    first_runs: int = Field(default=3, ge=1, le=50)
-    round_runs: int = Field(default=1, ge=1, le=50)
-    max_runs: int = Field(default=24, ge=1, le=200)
+    alpha: StrictFloat = Field(default=0.05, gt=0.0, lt=0.5)
+    beta: StrictFloat = Field(default=0.05, gt=0.0, lt=0.5)
+    margin: StrictFloat = Field(default=0.10, gt=0.0, lt=1.0)
+    first_runs: StrictInt = Field(default=3, ge=1, le=50)
+    round_runs: StrictInt = Field(default=1, ge=1, le=50)
+    max_runs: StrictInt = Field(default=24, ge=1, le=200)
     protect: tuple[str, ...] = ()
-    min_baseline_pass_rate: float = Field(default=0.05, ge=0.0, le=1.0)
-    max_error_rate: float = Field(default=0.05, ge=0.0, le=1.0)
+    min_baseline_pass_rate: StrictFloat = Field(default=0.05, ge=0.0, le=1.0)
+    max_error_rate: StrictFloat = Field(default=0.05, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _budget(self) -> GateSpec:
