@@ -246,7 +246,10 @@ def test_crontab_lines_under_cron_environment(
     assert "exit 3 (under the --fail-below floor)" in log_of(cron_home, "support-bot-nightly")
     assert failed.code == 1, failed.err
     assert "exit 1 (the job failed)" in failed.err
-    assert "error: baseline evaluation failed" in log_of(cron_home, "support-bot").rsplit("start (pid", 1)[1]
+    assert (
+        "error: the baseline gives the gate nothing to stand on"
+        in log_of(cron_home, "support-bot").rsplit("start (pid", 1)[1]
+    )
     assert sorted(r[1:] for r in job_rows(cron_home)[len(before) :]) == [
         ("compress", "failed"),
         ("measure", "completed"),

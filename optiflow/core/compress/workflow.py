@@ -112,7 +112,7 @@ class CompressWorkflow:
     def __init__(self, spec: CompressSpec, job_id: str) -> None:
         self.spec = spec
         self.job_id = job_id
-        self.gate = spec.gate
+        self.gate = spec.gate_spec
         self.ids = spec.dataset.ids()
         self.protected = self.gate.protected_ids(spec.dataset.samples)
 
