@@ -156,7 +156,14 @@ def _generic_line(head: str, event: Event) -> str | None:
         score = p.get("objective_score")
         shown = "-" if not isinstance(score, int | float) else f"{score:.2f}"
         name = p.get("name") or p["candidate_id"]
-        return f"{head} Step {p['step_index']}: {name} score={shown} ({p['status']})"
+        # a score over part of the dataset says so (a strict gate runs a set only where it can regress)
+        evaluated, samples = p.get("evaluated_samples"), p.get("samples")
+        if isinstance(evaluated, int) and isinstance(samples, int) and evaluated < samples:
+            shown += f" on {evaluated}/{samples} samples"
+        round_ = p.get("round")
+        where = f" round {round_}" if isinstance(round_, int) and round_ > 1 else ""
+        verdict = f": {p['verdict']}ed ({p['reason']})" if p.get("verdict") and p.get("reason") else ""
+        return f"{head} Step {p['step_index']}: {name}{where} score={shown} ({p['status']}){verdict}"
     if event.type == BEST_CANDIDATE_CHANGED:
         return f"{head} ↑ NEW BEST {p['candidate_id']} score={p.get('score')}"
     if event.type == PROGRESS_CHANGED:

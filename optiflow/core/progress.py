@@ -58,12 +58,14 @@ def run_finished(
 
 
 def step_trials(step: Step, results: StepResults) -> list[Trial]:
-    """One completed trial per target of the step, scored by its pass rate."""
+    """One completed trial per experiment of the step (its first target names it), scored by its
+    pass rate."""
     by_experiment: dict[str, list[EvalResult]] = defaultdict(list)
     for r in results.evals:
         by_experiment[r.experiment_id].append(r)
     trials = []
-    for target in step.targets:
+    firsts = {t.experiment.id: t for t in reversed(step.targets)}
+    for target in [t for t in step.targets if firsts[t.experiment.id] is t]:
         evals = by_experiment.get(target.experiment.id, [])
         summary = trial_summary(evals)
         errors = [r.error for r in evals if r.error]
@@ -93,11 +95,16 @@ def step_trials(step: Step, results: StepResults) -> list[Trial]:
     return trials
 
 
+TRIAL_FACTS = ("round", "evaluated_samples", "samples", "verdict", "reason", "gate", "drop", "drop_high")
+"""What a trial's ``extra`` may tell a watcher besides its score (a gated set's reading)."""
+
+
 def trial_events(trials: Iterable[Trial]) -> list[Event]:
+    """One event per trial; a trial evaluated over several rounds (a gate's) has one per round."""
     return [
         Event(
             type=TRIAL_ADDED_OR_UPDATED,
-            key=f"trial:{t.candidate_id}:{t.status}",
+            key=f"trial:{t.candidate_id}:{t.status}" + (f":{t.extra['round']}" if "round" in t.extra else ""),
             payload={
                 "candidate_id": t.candidate_id,
                 "name": t.extra.get("name", t.candidate_id),
@@ -105,6 +112,7 @@ def trial_events(trials: Iterable[Trial]) -> list[Event]:
                 "step_index": t.step_index,
                 "objective_score": t.objective_score,
                 "pass_rate": t.summary.pass_rate if t.summary else None,
+                **{k: t.extra[k] for k in TRIAL_FACTS if k in t.extra},
             },
         )
         for t in trials

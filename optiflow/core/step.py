@@ -20,11 +20,13 @@ from optiflow.core.sections import SectionPath
 
 
 class EvalTarget(Frozen):
-    """Evaluate ``sample_ids`` x ``runs`` under ``experiment``.
+    """Evaluate ``sample_ids`` x ``runs`` under ``experiment``: run indices ``first_run`` ..
+    ``first_run + runs - 1`` (a later round of a gate adds runs after those already made).
 
     ``overrides`` is what the driver writes under ``experiment.overrides_tag`` before the step
     (and deletes after). ``guard`` enables fail-fast: a failure of one of these samples is a
-    regression, after which the experiment's remaining evaluations are skipped.
+    regression, after which the experiment's remaining evaluations are skipped. One step may hold
+    several targets of the same experiment (different samples, different runs).
     """
 
     experiment: Experiment
@@ -32,11 +34,16 @@ class EvalTarget(Frozen):
     model_params: dict[str, JSONValue] = Field(default_factory=dict)
     sample_ids: tuple[str, ...]
     runs: int = Field(ge=1)
+    first_run: int = Field(default=0, ge=0)
     guard: frozenset[str] | None = None
 
     @property
     def size(self) -> int:
         return len(self.sample_ids) * self.runs
+
+    @property
+    def run_indices(self) -> range:
+        return range(self.first_run, self.first_run + self.runs)
 
 
 class SectionEdit(Frozen):

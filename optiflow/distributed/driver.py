@@ -28,7 +28,7 @@ from optiflow.core.kinds import AnyReport
 from optiflow.core.overrides import now
 from optiflow.core.result import FinalStatus, OptimizeResult
 from optiflow.core.sections import path_str
-from optiflow.core.step import ProposalError, RewriteReply, SectionEdit, Step, StepResults
+from optiflow.core.step import EvalTarget, ProposalError, RewriteReply, SectionEdit, Step, StepResults
 from optiflow.core.workflow import Transition
 from optiflow.distributed.publishing import batched
 from optiflow.persistence.jobs import JobRecord, JobStatus
@@ -180,7 +180,7 @@ def cancel(app: Celery, rt: Runtime, job_id: str) -> None:
 def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
     spec = rt.spec(job_id)
     descriptor = spec.prompt.descriptor()
-    for target in step.targets:
+    for target in _one_per_tag(step):
         rt.store.store(
             descriptor,
             target.overrides,
@@ -198,11 +198,11 @@ def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
     # Interleave runs, samples and targets so each candidate meets its guarded samples early:
     # fail-fast then stops a regressing candidate after a few evaluations.
     order = _sample_order(step)
-    members = {t.experiment.id: frozenset(t.sample_ids) for t in step.targets}
-    for run in range(max((t.runs for t in step.targets), default=0)):
+    members = [frozenset(t.sample_ids) for t in step.targets]
+    for run in sorted({r for t in step.targets for r in t.run_indices}):
         for sid in order:
-            for target in step.targets:
-                if run < target.runs and sid in members[target.experiment.id]:
+            for target, samples in zip(step.targets, members, strict=True):
+                if run in target.run_indices and sid in samples:
                     guarded = target.guard is not None and sid in target.guard
                     header.append(
                         evaluate.s(
@@ -248,9 +248,14 @@ def parse_results(step: Step, raw: Sequence[Any]) -> StepResults:
     )
 
 
+def _one_per_tag(step: Step) -> list[EvalTarget]:
+    """A step's targets, one per temporary tag (several targets may share an experiment)."""
+    return list({t.experiment.overrides_tag: t for t in step.targets}.values())
+
+
 def _remove_step_tags(rt: Runtime, job_id: str, step: Step) -> None:
     spec = rt.spec(job_id)
-    for target in step.targets:
+    for target in _one_per_tag(step):
         rt.store.delete(spec.prompt.ns, spec.prompt.key, target.experiment.overrides_tag)
 
 

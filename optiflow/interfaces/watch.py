@@ -61,20 +61,26 @@ def line(kind: str, name: str, event: Event) -> str | None:
 
 
 class Bar:
-    """A one-line bar redrawn in place on a terminal: done/total, rate, ETA."""
+    """A one-line bar redrawn in place on a terminal: done/total, rate, ETA. The rate counts the
+    evaluations seen done since the bar started (a watcher that starts late does not credit the
+    past to its first second), and shows only after a second."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.started = time.monotonic()
+        self.first_done: int | None = None
         self.shown = False
 
     def draw(self, done: int, total: int, best: str) -> None:
-        elapsed = max(time.monotonic() - self.started, 1e-6)
-        rate = done / elapsed
-        eta = (total - done) / rate if rate > 0 and total >= done else None
+        if self.first_done is None:
+            self.first_done = done
+        elapsed = time.monotonic() - self.started
+        rate = (done - self.first_done) / elapsed if elapsed >= 1.0 else None
+        eta = (total - done) / rate if rate and total >= done else None
         filled = int(BAR_WIDTH * done / total) if total else 0
         text = (
-            f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{total} evaluations  {rate:.0f}/s"
+            f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{total} evaluations"
+            f"  {'?' if rate is None else f'{rate:.0f}'}/s"
             f"  ETA {'?' if eta is None else f'{eta:.0f}s'}{f'  best {best}' if best else ''}"
         )
         self.out.write(f"\r{text}\x1b[K")

@@ -313,3 +313,18 @@ def test_measure_job_under_its_floor_exits_3_for_cron(cli: Cli, home: Path) -> N
     assert "is under --fail-below 95.0%" in err
     rc, out, _ = cli("submit", measure, "--wait", "--fail-below", "0.5")
     assert rc == 0 and "-> ok" in out
+
+
+# -- a baseline that gives the gate nothing to stand on (issue 11) ----------------------------------
+def test_a_baseline_passing_nothing_fails_the_job_with_its_cause_and_apply_writes_nothing(
+    cli: Cli, job_dir: Path, home: Path
+) -> None:
+    job_file = job_dir / "job.yaml"
+    edit_yaml(job_file, check={"type": "regex", "pattern": "^NEVER MATCHES$"}, eval_runs=2)
+    rc, out, err = cli("submit", str(job_file), "--wait", "--apply")
+    assert rc == 1, (out, err)
+    assert "nothing to stand on" in out and "min_baseline_pass_rate" in out, out
+    assert "applied" not in out
+    assert [status for _, status in job_rows(home)] == ["failed"]
+    code, history, _ = cli("prompt", "history", "support/bot")
+    assert code != 0 or "v1.0" not in history  # no version of stable was written

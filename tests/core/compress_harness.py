@@ -17,7 +17,8 @@ from optiflow.core.sections import SectionPath
 from optiflow.core.step import EvalTarget, SectionEdit, Step, StepResults
 
 Bodies = Mapping[SectionPath, str]
-Answer = Callable[[Bodies, str, int], bool]
+Answer = Callable[[Bodies, str, int], bool | None]
+"""passed or not; None: the call errored (after retries)."""
 
 
 def words(text: str) -> int:
@@ -49,16 +50,21 @@ def run_workflow(
         for target in action.targets:
             bodies = bodies_of(spec, target)
             regressed = False
-            for run in range(target.runs):
+            for run in target.run_indices:
                 for sid in target.sample_ids:
                     eid = target.experiment.id
                     if regressed:
                         evals.append(EvalResult(experiment_id=eid, sample_id=sid, run=run, skipped=True))
                         continue
                     ok = answer(bodies, sid, run)
-                    evals.append(
-                        EvalResult(experiment_id=eid, sample_id=sid, run=run, passed=ok, score=float(ok))
-                    )
+                    if ok is None:
+                        evals.append(
+                            EvalResult(experiment_id=eid, sample_id=sid, run=run, error="503 overloaded")
+                        )
+                    else:
+                        evals.append(
+                            EvalResult(experiment_id=eid, sample_id=sid, run=run, passed=ok, score=float(ok))
+                        )
                     if target.guard is not None and sid in target.guard and not ok:
                         regressed = True
         proposed = tuple(
@@ -95,7 +101,15 @@ def seed_reference(
             for sid in ids:
                 calls += 1
                 ok = answer(bodies, sid, run)
-                results.append(EvalResult(experiment_id="x", sample_id=sid, run=run, passed=ok))
+                results.append(
+                    EvalResult(
+                        experiment_id="x",
+                        sample_id=sid,
+                        run=run,
+                        passed=bool(ok),
+                        error=None if ok is not None else "error",
+                    )
+                )
         s = summarize(results, ids)
         return s.pass_rate, s.consistently_passed
 

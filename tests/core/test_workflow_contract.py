@@ -70,7 +70,7 @@ def respond(prompt: Prompt, step: Step) -> StepResults:
             latency_ms=10.0,
         )
         for t in step.targets
-        for run in range(t.runs)
+        for run in t.run_indices
         for sid in t.sample_ids
     )
     edits = tuple(

@@ -336,3 +336,19 @@ def test_workers_api_process_serves_then_stops_on_sigterm(tmp_path: Path) -> Non
             proc.wait()
     assert proc.returncode == 0, output
     assert f"serving on http://127.0.0.1:{port}" in output and "stopped" in output
+
+
+def test_a_baseline_passing_nothing_ends_the_job_failed_with_its_cause(http: httpx.Client) -> None:
+    """Issue 11: a check nothing passes gives the gate nothing to stand on: the job fails, named."""
+    document = {**job_document(6), "name": "passes-nothing", "check": {"type": "regex", "pattern": "^NEVER$"}}
+    created = http.post("/api/jobs", json=document)
+    assert created.status_code == 201, created.text
+    job_id = created.json()["id"]
+    with http.stream("GET", f"/api/jobs/{job_id}/events") as response:
+        events = stored(read_sse(response))
+    assert events[-1]["event"] == "run_finished"
+    assert events[-1]["data"]["payload"]["status"] == "failed"
+    job = http.get(f"/api/jobs/{job_id}").json()
+    assert job["status"] == "failed"
+    assert "nothing to stand on" in job["error"] and "min_baseline_pass_rate" in job["error"]
+    assert job["result"]["report"] is None

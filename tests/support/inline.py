@@ -31,7 +31,7 @@ def run_inline(spec: CompressSpec, job_id: str = "inline") -> OptimizationReport
                 sections=target.overrides,
                 model_params=target.model_params,
             )
-            for run in range(target.runs):
+            for run in target.run_indices:
                 for sid in target.sample_ids:
                     evals.append(
                         evaluate(

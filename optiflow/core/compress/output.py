@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from optiflow.core.base import Verbosity
 from optiflow.core.compress.report import OptimizationReport
+from optiflow.core.gate.decision import GateStats
 from optiflow.core.sections import path_str
 
 
@@ -14,35 +15,57 @@ def headline(report: OptimizationReport) -> str:
     )
 
 
+def statistic(stats: GateStats | None) -> str:
+    """A decision's statistic in a few words: regressions under ``strict``; under ``paired`` the
+    estimated drop with its anytime-valid upper bound against the margin."""
+    if stats is None:
+        return ""
+    if stats.gate == "strict":
+        return f"strict: {len(stats.regressed)} regression(s) on {stats.samples} samples"
+    return (
+        f"paired: drop {stats.drop:+.1%} (bound {stats.drop_high:+.1%} vs margin {stats.margin:.0%}), "
+        f"{stats.pairs} pair(s)/sample"
+    )
+
+
 def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]:
-    lines = [
-        f"prompt {report.prompt_ns}/{report.prompt_key}  baseline pass rate {report.baseline_pass_rate:.1%}"
-    ]
+    prompt = f"{report.prompt_ns}/{report.prompt_key}"
+    lines = [f"prompt {prompt}  baseline pass rate {report.baseline_pass_rate:.1%}"]
+    a = report.assessment
+    if a is not None:
+        flaky = f", {a.flaky} flaky sample(s)" if a.flaky else ""
+        power = f"; detects drops of {a.detectable_drop:.0%} or more" if a.detectable_drop is not None else ""
+        lines.append(f"gate {a.gate} ({a.reason}){power}")
+        lines.append(f"baseline: {a.runs} evaluations, {a.errors} error(s) ({a.error_rate:.1%}){flaky}")
     if report.modifications:
-        lines.append(
-            f"accepted ({len(report.modifications)}), -{report.total_token_reduction} tokens in total:"
-        )
+        saved = report.total_token_reduction
+        lines.append(f"accepted ({len(report.modifications)}), -{saved} tokens in total:")
         for m in report.modifications:
+            why = statistic(m.gate)
             lines.append(
                 f"  + {path_str(m.section_path):<28} -{m.token_reduction:>5} tokens  "
-                f"pass rate {m.candidate_pass_rate:.1%}"
+                f"pass rate {m.candidate_pass_rate:.1%}" + (f"  [{why}]" if why else "")
             )
     else:
         lines.append("accepted: none")
     for r in report.rejected:
         bound = "≥" if r.regression_count_is_lower_bound else ""
-        lines.append(
-            f"  - {path_str(r.section_path):<28} -{r.token_reduction:>5} tokens  rejected at {r.stage}: "
-            f"{bound}{r.regression_count} regression(s)"
-        )
+        what = r.reason or f"{bound}{r.regression_count} regression(s)"
+        head = f"  - {path_str(r.section_path):<28} -{r.token_reduction:>5} tokens"
+        lines.append(f"{head}  rejected at {r.stage}: {what}")
+    if report.combined is not None:
+        lines.append(f"combined: {statistic(report.combined)}")
     for e in report.proposal_errors:
         lines.append(f"  ! {path_str(e.path):<28} proposal failed: {e.error}")
     if stats:
         s = report.stats
         lines.append(
             f"evaluations {s.evaluations}: model calls {s.model_calls}, cache hits {s.cache_hits}, "
-            f"fail-fast skipped {s.fail_fast_skipped}; proposals {s.proposal_calls}; steps {s.steps}"
+            f"fail-fast skipped {s.fail_fast_skipped}, errors {s.errors}; proposals {s.proposal_calls}; "
+            f"steps {s.steps}"
         )
+    elif report.stats.errors:
+        lines.append(f"errors: {report.stats.errors} evaluation(s) errored after retries")
     return lines
 
 

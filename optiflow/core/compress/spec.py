@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, StrictBool, StrictInt, model_validator
 
@@ -38,29 +38,19 @@ class CompressSpec(Frozen):
     """How candidates, the combination and greedy sets are accepted (:mod:`optiflow.core.gate`).
     ``eval_runs`` is the first round's runs per sample (the gate's ``first_runs``)."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _one_first_round(cls, data: Any) -> Any:
-        """``eval_runs`` names the first round's runs; a document that also sets
-        ``gate.first_runs`` must agree with it."""
-        if isinstance(data, dict) and isinstance(data.get("gate"), dict) and "first_runs" in data["gate"]:
-            runs = data.get("eval_runs", 3)
-            if data["gate"]["first_runs"] != runs:
-                raise ValueError(
-                    f"gate.first_runs ({data['gate']['first_runs']}) differs from eval_runs ({runs})"
-                )
-        return data
-
     @model_validator(mode="after")
-    def _runs_within_the_cap(self) -> CompressSpec:
+    def _first_round(self) -> CompressSpec:
+        """``eval_runs`` is the gate's first round: ``gate.first_runs`` follows it, and a document
+        that sets both must agree."""
+        if self.gate.first_runs != self.eval_runs:
+            if "first_runs" in self.gate.model_fields_set:
+                raise ValueError(
+                    f"gate.first_runs ({self.gate.first_runs}) differs from eval_runs ({self.eval_runs})"
+                )
+            object.__setattr__(self, "gate", self.gate.model_copy(update={"first_runs": self.eval_runs}))
         if self.gate.max_runs < self.eval_runs:
             raise ValueError(f"gate.max_runs ({self.gate.max_runs}) is below eval_runs ({self.eval_runs})")
         return self
-
-    @property
-    def gate_spec(self) -> GateSpec:
-        """The gate as the workflow runs it: its first round is ``eval_runs`` runs."""
-        return self.gate.model_copy(update={"first_runs": self.eval_runs})
 
     def effective_body(self, path: SectionPath) -> str:
         """The body the baseline renders for a section (its baseline override, if any)."""

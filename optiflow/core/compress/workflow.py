@@ -1,49 +1,60 @@
-"""The compress workflow (seed 000) as a pure state machine.
+"""The compress workflow (seed 000), judged by a gate, as a pure state machine.
 
-Steps:
+Steps (each one chord):
 
 1. ``baseline``: the baseline tag's overrides (snapshotted at submission) evaluated ``eval_runs``
    times over the dataset, while every mutable section of at least ``min_section_tokens`` tokens
-   gets a compression proposal (largest first) — both in one step.
+   gets a compression proposal (largest first) — both in one step. The gate then reads the
+   baseline's runs once (:func:`~optiflow.core.gate.evidence.assess`): which gate decides (``auto``:
+   ``strict`` for a model its runs show deterministic, else ``paired``) and whether the baseline
+   gives it anything to stand on; when it does not, the job fails with the cause.
 2. ``candidates``: each edit that saves tokens, under its own temporary tag, on top of the
-   baseline's overrides. Zero regressions -> :class:`Modification`, else
-   :class:`RejectedModification`.
-3. ``combined``: with more than one accepted, all of them together.
-4. ``greedy-N``: when the combination regresses, largest token reduction first; each kept only if
-   the accumulated set does not regress.
+   baseline's overrides, evaluated on every sample ``eval_runs`` times. Each is then decided by
+   the gate: accepted -> :class:`Modification`, rejected -> :class:`RejectedModification`, or
+   undecided (``paired``): another round (``candidates-2``, ...) gives only the undecided
+   candidates more runs (and extends the baseline's, shared by all of them), until each is
+   decided or reaches ``gate.max_runs``.
+3. ``combined``: with more than one accepted, all of them together, decided by the same gate.
+4. ``greedy-N``: when the combination is rejected, largest token reduction first; each kept only
+   if the accumulated set is accepted.
 
-Two savings keep the report identical to seed 000's: the combined and greedy steps decide only by
-regressions, so they evaluate only the samples that passed every baseline run (the only ones
-that can regress); and a set already evaluated (the first greedy step is the first candidate
-alone) is decided from memory. Fail-fast (``fail_fast``, on by default) additionally stops a
-candidate at its first regression; its ``regression_count`` is then a lower bound.
+Under ``strict`` this is seed 000 exactly, with its savings: the combined and greedy sets decide
+only by regressions, so they are evaluated only on the samples that passed every baseline run;
+a set already decided (the first greedy set is the first candidate alone) is decided from memory;
+and fail-fast (``fail_fast``, on by default) stops a candidate at its first regression (its
+``regression_count`` is then a lower bound). Under ``paired`` every round of a set covers every
+sample the test pairs, and fail-fast watches only the protected samples (which keep the strict
+per-sample rule in every mode).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
 
 from pydantic import Field
 
 from optiflow.core.actions import Action, Fail, Finish
+from optiflow.core.base import Frozen
 from optiflow.core.checkpoint import JobState
 from optiflow.core.compress.report import Modification, OptimizationReport, RejectedModification
 from optiflow.core.compress.spec import CompressSpec
-from optiflow.core.evaluation import (
-    EvalResult,
-    EvalSummary,
-    regressed_ids,
-    regressions,
-    summarize,
-)
+from optiflow.core.evaluation import EvalResult
 from optiflow.core.experiment import Experiment, temp_tag_prefix
+from optiflow.core.gate.decision import GateDecision, GateStats, RunPlan, RunRange
+from optiflow.core.gate.evidence import Assessment, assess
+from optiflow.core.gate.gate import decide
+from optiflow.core.gate.outcomes import Outcomes
+from optiflow.core.gate.strict import can_regress
 from optiflow.core.overrides import SectionOverride
+from optiflow.core.records import Trial
 from optiflow.core.sections import SectionPath, path_str
 from optiflow.core.step import EvalTarget, ProposalError, SectionEdit, Step, StepResults
 from optiflow.core.workflow import TokenCounter, Transition, advanced, started
+
+BASELINE = "baseline"
 
 
 def path_hash(path: SectionPath) -> str:
@@ -53,20 +64,46 @@ def path_hash(path: SectionPath) -> str:
 Phase = Literal["baseline", "candidates", "combined", "greedy", "done"]
 
 
+class GatedSet(Frozen):
+    """A set of edits under the gate: its experiment (``suffix`` names the id and the temporary
+    tag), the edits, and its runs so far. A candidate is a set of one edit."""
+
+    suffix: str
+    name: str
+    mods: tuple[Modification, ...]
+    outcomes: Outcomes = Field(default_factory=Outcomes)
+    rounds: int = 0
+
+
+class SetDecision(Frozen):
+    """What the gate decided for a set, remembered by the set's content (greedy reuses it)."""
+
+    accepted: bool
+    reason: str
+    regressions: int = 0
+    lower_bound: bool = False
+    pass_rate: float = 0.0
+    stats: GateStats | None = None
+
+
 class CompressState(JobState):
     """The checkpoint: enough to continue from any step boundary."""
 
     phase: Phase = "baseline"
     baseline_pass_rate: float = 0.0
-    baseline_passed: frozenset[str] = frozenset()
+    baseline: Outcomes = Field(default_factory=Outcomes)
+    """Every baseline run made so far (the first round, then extensions the paired gate asked for)."""
+    assessment: Assessment | None = None
     edits: tuple[SectionEdit, ...] = ()
     proposal_errors: tuple[ProposalError, ...] = ()
+    pending: tuple[GatedSet, ...] = ()
+    """The sets under the gate in the current phase (a phase's rounds repeat until all decided)."""
     accepted: tuple[Modification, ...] = ()
     rejected: tuple[RejectedModification, ...] = ()
     greedy_kept: tuple[Modification, ...] = ()
     greedy_queue: tuple[Modification, ...] = ()
-    # regressions of every override set already evaluated, keyed by the set's canonical key
-    known_sets: dict[str, tuple[int, bool]] = Field(default_factory=dict)
+    known_sets: dict[str, SetDecision] = Field(default_factory=dict)
+    combined: GateStats | None = None
 
 
 class CompressWorkflow:
@@ -75,44 +112,63 @@ class CompressWorkflow:
     def __init__(self, spec: CompressSpec, job_id: str) -> None:
         self.spec = spec
         self.job_id = job_id
+        self.gate = spec.gate
+        self.ids = spec.dataset.ids()
+        self.protected = self.gate.protected_ids(spec.dataset.samples)
 
-    # -- naming ---------------------------------------------------------------------------
     @staticmethod
-    def load_state(data: Mapping[str, Any]) -> CompressState:
+    def load_state(data: Mapping[str, object]) -> CompressState:
         return CompressState.model_validate(data)
 
-    def _tag(self, suffix: str) -> str:
-        return f"{temp_tag_prefix(self.job_id)}{suffix}"
-
-    def _experiment(self, suffix: str, name: str) -> Experiment:
-        return Experiment(
-            id=f"{self.job_id}-{suffix}",
-            name=name,
-            overrides_tag=self._tag(suffix),
-            parent_tag=self.spec.baseline_tag,
-            flags=self.spec.flags,
-        )
+    # -- naming ---------------------------------------------------------------------------
+    def _experiment_id(self, suffix: str) -> str:
+        return f"{self.job_id}-{suffix}"
 
     def _target(
         self,
         suffix: str,
         name: str,
-        mods: Iterable[SectionOverride],
+        mods: Iterable[Modification],
         sample_ids: Iterable[str],
-        guard: frozenset[str] | None,
+        *,
+        runs: int,
+        first_run: int = 0,
+        guard: frozenset[str] | None = None,
     ) -> EvalTarget:
         by_path = {o.path: o for o in self.spec.baseline_overrides}
-        for o in mods:
-            by_path[o.path] = o
-        ids = tuple(sample_ids)
+        for m in mods:
+            by_path[m.section_path] = _override(m)
         return EvalTarget(
-            experiment=self._experiment(suffix, name),
+            experiment=Experiment(
+                id=self._experiment_id(suffix),
+                name=name,
+                overrides_tag=f"{temp_tag_prefix(self.job_id)}{suffix}",
+                parent_tag=self.spec.baseline_tag,
+                flags=self.spec.flags,
+            ),
             overrides=tuple(sorted(by_path.values(), key=lambda o: o.path)),
             model_params=dict(self.spec.baseline_model_params),
-            sample_ids=ids,
-            runs=self.spec.eval_runs,
-            guard=guard if self.spec.fail_fast else None,
+            sample_ids=tuple(sample_ids),
+            runs=runs,
+            first_run=first_run,
+            guard=guard if self.spec.fail_fast and guard else None,
         )
+
+    def _ranges(
+        self, s: GatedSet | None, ranges: Sequence[RunRange], guard: frozenset[str]
+    ) -> list[EvalTarget]:
+        """The targets of a plan's run ranges: the baseline's (``s`` None) or a set's."""
+        if s is None:
+            return [
+                self._target(BASELINE, BASELINE, (), r.sample_ids, runs=r.stop - r.start, first_run=r.start)
+                for r in ranges
+            ]
+        return [
+            self._target(
+                s.suffix, s.name, s.mods, r.sample_ids, runs=r.stop - r.start, first_run=r.start, guard=guard
+            )
+            for r in ranges
+        ]
 
     # -- transitions ----------------------------------------------------------------------
     def proposable_sections(self, count_tokens: TokenCounter) -> tuple[SectionPath, ...]:
@@ -130,15 +186,17 @@ class CompressWorkflow:
         state = CompressState(job_id=self.job_id)
         step = Step(
             index=0,
-            name="baseline",
-            targets=(self._target("baseline", "baseline", (), self.spec.dataset.ids(), guard=None),),
+            name=BASELINE,
+            targets=(self._target(BASELINE, BASELINE, (), self.ids, runs=self.spec.eval_runs),),
             propose=self.proposable_sections(count_tokens),
         )
         return started(state, step)
 
     def advance(self, state: CompressState, results: StepResults) -> Transition[CompressState]:
+        before = state
         new, action = self._advance(state, results)
-        return advanced(new, results, action, rejected=len(new.rejected))
+        trials = self._trials(before, new, results)
+        return advanced(new, results, action, rejected=len(new.rejected), trials=trials)
 
     def _advance(self, state: CompressState, results: StepResults) -> tuple[CompressState, Action]:
         by_exp: dict[str, list[EvalResult]] = defaultdict(list)
@@ -150,25 +208,38 @@ class CompressWorkflow:
                     results.evals, proposals=len(results.edits) + len(results.proposal_errors)
                 ),
                 "step_index": state.step_index + 1,
+                "baseline": state.baseline.extend(
+                    Outcomes.from_results(by_exp.get(self._experiment_id(BASELINE), ()))
+                ),
+                "pending": tuple(
+                    s.model_copy(
+                        update={
+                            "outcomes": s.outcomes.extend(
+                                Outcomes.from_results(by_exp.get(self._experiment_id(s.suffix), ()))
+                            ),
+                            "rounds": s.rounds + 1,
+                        }
+                    )
+                    for s in state.pending
+                ),
             }
         )
         if state.phase == "baseline":
-            return self._after_baseline(state, results, by_exp)
-        if state.phase == "candidates":
-            return self._after_candidates(state, by_exp)
-        if state.phase == "combined":
-            return self._after_combined(state, by_exp)
-        if state.phase == "greedy":
-            return self._after_greedy(state, by_exp)
+            return self._after_baseline(state, results, by_exp.get(self._experiment_id(BASELINE), []))
+        if state.phase in ("candidates", "combined", "greedy"):
+            return self._round(state)
         return state, Fail(error=f"advance called on a finished job (phase {state.phase})")
 
     def _after_baseline(
-        self, state: CompressState, results: StepResults, by_exp: Mapping[str, list[EvalResult]]
+        self, state: CompressState, results: StepResults, base: Sequence[EvalResult]
     ) -> tuple[CompressState, Action]:
-        base = by_exp.get(f"{self.job_id}-baseline", [])
-        if base and all(r.error is not None for r in base):
-            return state, Fail(error=f"baseline evaluation failed: {base[0].error}")
-        summary = summarize(base, self.spec.dataset.ids())
+        assessment = assess(self.gate, state.baseline, self.ids, self.protected)
+        if assessment.failure is not None:
+            first_error = next((r.error for r in base if r.error), None)
+            cause = f"; first error: {first_error}" if first_error else ""
+            return state, Fail(
+                error=f"the baseline gives the gate nothing to stand on: {assessment.failure}{cause}"
+            )
         if results.proposal_errors and not results.edits:
             first = results.proposal_errors[0]
             return state, Fail(error=f"compression of {path_str(first.path)} failed: {first.error}")
@@ -181,157 +252,273 @@ class CompressWorkflow:
         state = state.model_copy(
             update={
                 "phase": "candidates",
-                "baseline_pass_rate": summary.pass_rate,
-                "baseline_passed": summary.consistently_passed,
+                "baseline_pass_rate": _pass_rate(state.baseline, self.ids),
+                "assessment": assessment,
                 "edits": tuple(edits),
                 "proposal_errors": results.proposal_errors,
             }
         )
         if not edits:
             return self._finish(state, ())
-        targets = tuple(
-            self._target(
-                path_hash(e.path),
-                f"candidate-{e.path[-1]}",
-                (SectionOverride(path=e.path, expected_hash=e.original_hash, body=e.proposed_body),),
-                self.spec.dataset.ids(),
-                guard=summary.consistently_passed,
-            )
+        pending = tuple(
+            GatedSet(suffix=path_hash(e.path), name=f"candidate-{e.path[-1]}", mods=(self._modification(e),))
             for e in edits
         )
-        return state, Step(index=state.step_index, name="candidates", targets=targets)
+        # Seed 000 evaluates each candidate on every sample (its pass rate is reported), guarded
+        # by the samples that can regress.
+        guard = self._guard(state)
+        targets = [
+            self._target(s.suffix, s.name, s.mods, self.ids, runs=self.spec.eval_runs, guard=guard)
+            for s in pending
+        ]
+        state = state.model_copy(update={"pending": pending})
+        return state, Step(index=state.step_index, name="candidates", targets=tuple(targets))
 
-    def _after_candidates(
-        self, state: CompressState, by_exp: Mapping[str, list[EvalResult]]
+    # -- rounds -------------------------------------------------------------------------------
+    def _round(self, state: CompressState) -> tuple[CompressState, Action]:
+        """Decide every pending set; launch another round for the undecided, or close the phase."""
+        assert state.assessment is not None
+        decisions = {
+            s.suffix: decide(self.gate, state.assessment, state.baseline, s.outcomes) for s in state.pending
+        }
+        undecided = [s for s in state.pending if not decisions[s.suffix].decided]
+        if undecided:
+            return self._next_round(state, undecided, decisions)
+        return self._close(state, decisions)
+
+    def _next_round(
+        self, state: CompressState, undecided: Sequence[GatedSet], decisions: Mapping[str, GateDecision]
     ) -> tuple[CompressState, Action]:
-        accepted: list[Modification] = []
-        rejected: list[RejectedModification] = list(state.rejected)
-        known = dict(state.known_sets)
-        for edit in state.edits:
-            rs = by_exp.get(f"{self.job_id}-{path_hash(edit.path)}", [])
-            summary = summarize(rs, self.spec.dataset.ids())
-            count, lower = self._regressions(state.baseline_passed, rs, summary)
-            mod = Modification(
-                section_path=edit.path,
-                original_hash=edit.original_hash,
-                proposed_body=edit.proposed_body,
-                token_reduction=edit.token_reduction,
-                baseline_pass_rate=state.baseline_pass_rate,
-                candidate_pass_rate=summary.pass_rate,
-            )
-            known[_set_key((mod,))] = (count, lower)
-            if count == 0:
-                accepted.append(mod)
-            else:
-                rejected.append(
-                    RejectedModification(
-                        section_path=edit.path,
-                        token_reduction=edit.token_reduction,
-                        regression_count=count,
-                        regression_count_is_lower_bound=lower,
-                    )
-                )
+        """Record the sets decided this round, and give the undecided ones their next runs (and
+        the baseline the runs their pairs need: one set of baseline runs shared by all)."""
+        open_ = {s.suffix for s in undecided}
+        state = self._record(state, [s for s in state.pending if s.suffix not in open_], decisions)
+        state = state.model_copy(update={"pending": tuple(s for s in state.pending if s.suffix in open_)})
+        plans = [decisions[s.suffix].plan for s in undecided]
+        guard = self._guard(state)
+        targets = [
+            *self._ranges(None, RunPlan.merge_baseline(plans), frozenset()),
+            *(t for s in undecided for t in self._ranges(s, decisions[s.suffix].plan.candidate, guard)),
+        ]
+        name = self._phase_name(state, max(s.rounds for s in undecided) + 1)
+        return state, Step(index=state.step_index, name=name, targets=tuple(targets))
+
+    def _phase_name(self, state: CompressState, round_: int) -> str:
+        base = state.phase if state.phase != "greedy" else state.pending[0].suffix
+        return base if round_ == 1 else f"{base}-{round_}"
+
+    def _close(
+        self, state: CompressState, decisions: Mapping[str, GateDecision]
+    ) -> tuple[CompressState, Action]:
+        """Every pending set decided: record them and move to the next phase."""
+        if state.phase == "candidates":
+            state = self._record(state, state.pending, decisions)
+            state = state.model_copy(update={"pending": ()})
+            if len(state.accepted) <= 1:
+                return self._finish(state, state.accepted)
+            combined = GatedSet(suffix="combined", name="combined", mods=state.accepted)
+            state = state.model_copy(update={"phase": "combined"})
+            return self._evaluate_set(state, combined)
+        (s,) = state.pending
+        known = self._remember(state, s, decisions[s.suffix])
         state = state.model_copy(
+            update={"pending": (), "known_sets": {**state.known_sets, _set_key(s.mods): known}}
+        )
+        if state.phase == "combined":
+            state = state.model_copy(update={"combined": known.stats})
+            if known.accepted:
+                return self._finish(state, state.accepted)
+            queue = tuple(sorted(state.accepted, key=lambda m: -m.token_reduction))
+            state = state.model_copy(update={"phase": "greedy", "greedy_kept": (), "greedy_queue": queue})
+            return self._next_greedy(state)
+        return self._next_greedy(self._greedy_record(state, known))
+
+    def _record(
+        self, state: CompressState, sets: Sequence[GatedSet], decisions: Mapping[str, GateDecision]
+    ) -> CompressState:
+        """Candidates decided this round: accepted ones kept, rejected ones reported."""
+        if state.phase != "candidates" or not sets:
+            return state
+        accepted, rejected, known = list(state.accepted), list(state.rejected), dict(state.known_sets)
+        for s in sets:
+            decision = self._remember(state, s, decisions[s.suffix])
+            known[_set_key(s.mods)] = decision
+            (mod,) = s.mods
+            if decision.accepted:
+                accepted.append(
+                    mod.model_copy(update={"candidate_pass_rate": decision.pass_rate, "gate": decision.stats})
+                )
+            else:
+                rejected.append(_rejection(mod, decision, "candidate"))
+        order = {e.path: i for i, e in enumerate(state.edits)}
+        accepted.sort(key=lambda m: order[m.section_path])
+        return state.model_copy(
             update={"accepted": tuple(accepted), "rejected": tuple(rejected), "known_sets": known}
         )
-        if len(accepted) <= 1:
-            return self._finish(state, tuple(accepted))
-        state = state.model_copy(update={"phase": "combined"})
-        return self._evaluate_set(state, "combined", "combined", accepted)
 
-    def _after_combined(
-        self, state: CompressState, by_exp: Mapping[str, list[EvalResult]]
-    ) -> tuple[CompressState, Action]:
-        rs = by_exp.get(f"{self.job_id}-combined", [])
-        count, lower = self._regressions(state.baseline_passed, rs, summarize(rs))
-        known = {**state.known_sets, _set_key(state.accepted): (count, lower)}
-        state = state.model_copy(update={"known_sets": known})
-        if count == 0:
-            return self._finish(state, state.accepted)
-        queue = tuple(sorted(state.accepted, key=lambda m: -m.token_reduction))
-        state = state.model_copy(update={"phase": "greedy", "greedy_kept": (), "greedy_queue": queue})
-        return self._next_greedy(state)
+    def _remember(self, state: CompressState, s: GatedSet, decision: GateDecision) -> SetDecision:
+        """A decision as the report tells it: under ``strict`` its regression count (a lower bound
+        when fail-fast left a sample that could regress short of its runs)."""
+        stats = decision.stats
+        lower = (
+            not decision.accepted
+            and stats.gate == "strict"
+            and any(
+                s.outcomes.attempted(sid) < self.gate.first_runs
+                for sid in can_regress(state.baseline, self.ids)
+            )
+        )
+        return SetDecision(
+            accepted=decision.accepted,
+            reason=decision.reason,
+            regressions=max(len(stats.regressed), 1) if lower else len(stats.regressed),
+            lower_bound=lower,
+            pass_rate=_pass_rate(s.outcomes, self.ids),
+            stats=stats,
+        )
 
-    def _after_greedy(
-        self, state: CompressState, by_exp: Mapping[str, list[EvalResult]]
-    ) -> tuple[CompressState, Action]:
-        trial = (*state.greedy_kept, state.greedy_queue[0])
-        rs = by_exp.get(self._greedy_experiment_id(state), [])
-        count, lower = self._regressions(state.baseline_passed, rs, summarize(rs))
-        state = state.model_copy(update={"known_sets": {**state.known_sets, _set_key(trial): (count, lower)}})
-        return self._next_greedy(self._greedy_record(state, count, lower))
+    # -- combined and greedy --------------------------------------------------------------------
+    def _evaluate_set(self, state: CompressState, s: GatedSet) -> tuple[CompressState, Action]:
+        """A set's first round: under ``strict`` only the samples that passed every baseline run
+        (the only ones that can regress), under ``paired`` what the test pairs."""
+        assert state.assessment is not None
+        decision = decide(self.gate, state.assessment, state.baseline, s.outcomes)
+        state = state.model_copy(update={"pending": (s,)})
+        if decision.decided:  # nothing can regress: decided without evaluating
+            return self._close(state, {s.suffix: decision})
+        return self._next_round(state, [s], {s.suffix: decision})
 
     def _next_greedy(self, state: CompressState) -> tuple[CompressState, Action]:
-        """Decide greedy steps from memory while possible; evaluate the first unknown set."""
+        """Decide greedy sets from memory while possible; put the first unknown one to the gate."""
         while state.greedy_queue:
             trial = (*state.greedy_kept, state.greedy_queue[0])
             known = state.known_sets.get(_set_key(trial))
             if known is None:
-                name = self._greedy_experiment_id(state).removeprefix(f"{self.job_id}-")
-                return self._evaluate_set(state, name, name, trial)
-            state = self._greedy_record(state, *known)
+                n = len(state.greedy_kept) + sum(1 for r in state.rejected if r.stage == "greedy")
+                return self._evaluate_set(
+                    state, GatedSet(suffix=f"greedy-{n}", name=f"greedy-{n}", mods=trial)
+                )
+            state = self._greedy_record(state, known)
         return self._finish(state, state.greedy_kept)
 
     @staticmethod
-    def _greedy_record(state: CompressState, count: int, lower: bool) -> CompressState:
-        """Keep the head of the greedy queue when it did not regress, reject it otherwise."""
+    def _greedy_record(state: CompressState, known: SetDecision) -> CompressState:
+        """Keep the head of the greedy queue when its set was accepted, reject it otherwise."""
         mod, rest = state.greedy_queue[0], state.greedy_queue[1:]
-        if count == 0:
+        if known.accepted:
             return state.model_copy(update={"greedy_kept": (*state.greedy_kept, mod), "greedy_queue": rest})
-        rejected = RejectedModification(
-            section_path=mod.section_path,
-            token_reduction=mod.token_reduction,
-            regression_count=count,
-            regression_count_is_lower_bound=lower,
-            stage="greedy",
-        )
+        rejected = _rejection(mod, known, "greedy")
         return state.model_copy(update={"rejected": (*state.rejected, rejected), "greedy_queue": rest})
 
-    def _greedy_rejected(self, state: CompressState) -> list[RejectedModification]:
-        return [r for r in state.rejected if r.stage == "greedy"]
-
-    def _greedy_experiment_id(self, state: CompressState) -> str:
-        return f"{self.job_id}-greedy-{len(state.greedy_kept) + len(self._greedy_rejected(state))}"
-
     # -- helpers --------------------------------------------------------------------------
-    def _evaluate_set(
-        self, state: CompressState, suffix: str, name: str, mods: Iterable[Modification]
-    ) -> tuple[CompressState, Action]:
-        """Evaluate a set of modifications for regressions only: just the samples that passed
-        every baseline run can regress, so only those are evaluated."""
-        overrides = [
-            SectionOverride(path=m.section_path, expected_hash=m.original_hash, body=m.proposed_body)
-            for m in mods
-        ]
-        ids = [i for i in self.spec.dataset.ids() if i in state.baseline_passed]
-        if not ids:  # nothing can regress: decide without evaluating
-            after = self._after_combined if state.phase == "combined" else self._after_greedy
-            return after(state, {})
-        target = self._target(suffix, name, overrides, ids, guard=frozenset(ids))
-        return state, Step(index=state.step_index, name=name, targets=(target,))
+    def _guard(self, state: CompressState) -> frozenset[str]:
+        """Fail-fast's watch list: the samples whose failure rejects a set at once (``strict``:
+        every sample that passed every baseline run; ``paired``: the protected ones among them)."""
+        watched = frozenset(can_regress(state.baseline, self.ids))
+        assert state.assessment is not None
+        return watched if state.assessment.gate == "strict" else watched & self.protected
 
-    def _regressions(
-        self, baseline_passed: frozenset[str], results: list[EvalResult], summary: EvalSummary
-    ) -> tuple[int, bool]:
-        """(count, is_lower_bound). Exact unless fail-fast skipped some evaluations."""
-        if any(r.skipped for r in results):
-            return max(len(regressed_ids(baseline_passed, results)), 1), True
-        return len(regressions(baseline_passed, summary)), False
+    def _modification(self, edit: SectionEdit) -> Modification:
+        return Modification(
+            section_path=edit.path,
+            original_hash=edit.original_hash,
+            proposed_body=edit.proposed_body,
+            token_reduction=edit.token_reduction,
+            baseline_pass_rate=0.0,
+            candidate_pass_rate=0.0,
+            original_tokens=edit.original_tokens,
+            proposed_tokens=edit.proposed_tokens,
+        )
+
+    def _trials(self, before: CompressState, after: CompressState, results: StepResults) -> list[Trial]:
+        """One trial per experiment this step evaluated: the baseline, and each set with the
+        gate's reading so far: its pass rate over every run made on the samples it was evaluated on
+        (``evaluated_samples`` of ``samples``: under ``strict`` a combined or greedy set runs only
+        on the samples that can regress), and once decided its verdict, reason and drop. A set
+        still undecided is ``running``."""
+        from optiflow.core import progress
+
+        sets = {self._experiment_id(s.suffix): s for s in before.pending}
+        out = []
+        for t in progress.step_trials(results.step, results):
+            s = sets.get(t.candidate_id)
+            if s is None:
+                out.append(t)
+                continue
+            runs = Outcomes.from_results(r for r in results.evals if r.experiment_id == t.candidate_id)
+            outcomes = s.outcomes.extend(runs)
+            evaluated = [sid for sid in self.ids if outcomes.attempted(sid)]
+            extra = {
+                **t.extra,
+                "round": s.rounds + 1,
+                "evaluated_samples": len(evaluated),
+                "samples": len(self.ids),
+            }
+            known = after.known_sets.get(_set_key(s.mods))
+            status = t.status
+            if known is not None and _set_key(s.mods) not in before.known_sets:
+                extra.update(verdict="accept" if known.accepted else "reject", reason=known.reason)
+                if known.stats is not None:
+                    extra.update(
+                        gate=known.stats.gate, drop=known.stats.drop, drop_high=known.stats.drop_high
+                    )
+            elif status == "completed":
+                status = "running"
+            score = _pass_rate(outcomes, evaluated) if evaluated else None
+            out.append(t.model_copy(update={"status": status, "objective_score": score, "extra": extra}))
+        return out
 
     def _finish(
         self, state: CompressState, modifications: tuple[Modification, ...]
     ) -> tuple[CompressState, Action]:
+        base = state.baseline_pass_rate
         report = OptimizationReport(
             experiment_id=self.job_id,
             prompt_ns=self.spec.prompt.ns,
             prompt_key=self.spec.prompt.key,
-            baseline_pass_rate=state.baseline_pass_rate,
-            modifications=modifications,
+            baseline_pass_rate=base,
+            modifications=tuple(m.model_copy(update={"baseline_pass_rate": base}) for m in modifications),
             rejected=state.rejected,
             proposal_errors=state.proposal_errors,
             stats=state.stats,
+            gate=state.assessment.gate if state.assessment else None,
+            assessment=state.assessment,
+            combined=state.combined,
         )
         return state.model_copy(update={"phase": "done"}), Finish(report=report)
+
+
+def _override(m: Modification) -> SectionOverride:
+    return SectionOverride(path=m.section_path, expected_hash=m.original_hash, body=m.proposed_body)
+
+
+def _rejection(
+    mod: Modification, decision: SetDecision, stage: Literal["candidate", "greedy"]
+) -> RejectedModification:
+    return RejectedModification(
+        section_path=mod.section_path,
+        token_reduction=mod.token_reduction,
+        regression_count=decision.regressions,
+        regression_count_is_lower_bound=decision.lower_bound,
+        stage=stage,
+        reason=decision.reason,
+        proposed_body=mod.proposed_body,
+        original_tokens=mod.original_tokens,
+        proposed_tokens=mod.proposed_tokens,
+        gate=decision.stats,
+    )
+
+
+def _pass_rate(outcomes: Outcomes, sample_ids: Sequence[str]) -> float:
+    """Seed 000's pass rate over every run made: the mean of the runs' pass rates when every
+    sample has the same runs (errors count as failures; a sample with no run counts as failed)."""
+    made = passed = 0
+    runs = max((len(outcomes.scored(s)) for s in sample_ids), default=0)
+    for s in sample_ids:
+        scored = outcomes.scored(s)
+        made += max(len(scored), runs)
+        passed += sum(scored)
+    return passed / made if made else 0.0
 
 
 def _set_key(mods: Iterable[Modification]) -> str:
@@ -340,3 +527,6 @@ def _set_key(mods: Iterable[Modification]) -> str:
         for m in mods
     )
     return "|".join(parts)
+
+
+__all__ = ["CompressState", "CompressWorkflow", "GatedSet", "SetDecision", "path_hash"]

@@ -64,7 +64,7 @@ def bodies_of(prompt: Prompt, target: EvalTarget) -> dict[SectionPath, str]:
 def evaluate_target(prompt: Prompt, target: EvalTarget, answer: Answer) -> list[EvalResult]:
     bodies = bodies_of(prompt, target)
     out = []
-    for run in range(target.runs):
+    for run in target.run_indices:
         for sid in target.sample_ids:
             got = answer(bodies, target.model_params, sid, run)
             ok, tokens = got if isinstance(got, tuple) else (got, 100)
