@@ -284,8 +284,8 @@ class Api:
         jobs = self.client.runtime.jobs
         with outages_as_unavailable():
             rec = jobs.get(check_job_id(job_id))
-            trials, rejections = jobs.trials(job_id), jobs.rejections(job_id)
-        return {**trials_view(rec, trials, rejections), "status": rec.status, "steps": steps_view(rec, trials)}
+            trials, rejections, events = jobs.trials(job_id), jobs.rejections(job_id), jobs.events(job_id)
+        return {**trials_view(rec, trials, rejections), "status": rec.status, "steps": steps_view(rec, events)}
 
     def measures(self, ns: str, key: str, tag: str, limit: int) -> dict[str, Any]:
         """The measure jobs of one prompt and tag that left a report, oldest first (at most

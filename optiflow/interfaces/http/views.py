@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from optiflow.core.actions import ACTION
 from optiflow.core.kinds import AnySpec, parse_spec
-from optiflow.core.records import Rejection, Trial
+from optiflow.core.records import PROGRESS_CHANGED, TRIAL_ADDED_OR_UPDATED, Event, Rejection, Trial
 from optiflow.core.sections import path_str
 from optiflow.core.step import Step
 
@@ -221,67 +221,92 @@ def trials_view(
 def step_name(names: Iterable[str]) -> str:
     """A finished step's name from its trials' names: one trial's own name (``baseline``,
     ``combined``, ``greedy-2``), or the shared stem of several (``candidate-tone``,
-    ``candidate-billing`` -> ``candidates``)."""
-    names = sorted(set(names))
-    if not names:
+    ``candidate-billing`` -> ``candidates``). The baseline's runs extended in a later round of a
+    gate do not name the step."""
+    distinct = sorted(set(names))
+    if len(distinct) > 1:
+        distinct = [n for n in distinct if n != "baseline"]
+    if not distinct:
         return "step"
-    if len(names) == 1:
-        return names[0]
-    stems = {n.split("-", 1)[0] for n in names}
+    if len(distinct) == 1:
+        return distinct[0]
+    stems = {n.split("-", 1)[0] for n in distinct}
     if len(stems) == 1:
         stem = stems.pop()
         return stem if stem.endswith("s") else f"{stem}s"
     return "candidates"
 
 
-def steps_view(rec: JobRecord, trials: Sequence[Trial]) -> list[dict[str, Any]]:
-    """The timeline: one entry per step that produced trials, in order, with its evaluations
-    (made, skipped by fail-fast, answered by the cache), when it ended and how long it took;
-    then the running step (``state: running``), from the pending action."""
-    by_step: dict[int, list[Trial]] = defaultdict(list)
-    for t in trials:
-        by_step[t.step_index].append(t)
+def _progress_steps(events: Sequence[Event]) -> dict[int, Event]:
+    """``progress_changed`` events by the number of steps done when each was recorded (its key
+    is ``progress:<steps done>``)."""
+    out: dict[int, Event] = {}
+    for e in events:
+        if e.type == PROGRESS_CHANGED and e.key.startswith("progress:"):
+            try:
+                out[int(e.key.split(":", 1)[1])] = e
+            except ValueError:
+                continue
+    return out
+
+
+def _done(event: Event | None) -> int | None:
+    value = event.payload.get("evaluations_done") if event is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def steps_view(rec: JobRecord, events: Sequence[Event]) -> list[dict[str, Any]]:
+    """The timeline, from the job's events: step ``k`` ran between the progress events recorded
+    after ``k`` and ``k + 1`` steps, made the evaluations between their counts, and is named by
+    the trials it reported (``candidates``, ``candidates-2`` for a gate's second round,
+    ``combined``, ``greedy-1``; an optimize job's ``baseline``, ``proposals``, ``candidates``,
+    ``test split``). The running step comes from the pending action."""
+    progress = _progress_steps(events)
+    names: dict[int, list[str]] = defaultdict(list)
+    rounds: dict[int, int] = defaultdict(int)
+    ids: dict[int, list[str]] = defaultdict(list)
+    for e in events:
+        if e.type != TRIAL_ADDED_OR_UPDATED or not isinstance(e.payload.get("step_index"), int):
+            continue
+        index = int(e.payload["step_index"])  # type: ignore[arg-type]
+        names[index].append(str(e.payload.get("name") or e.payload.get("candidate_id")))
+        ids[index].append(short_id(rec.id, str(e.payload.get("candidate_id"))))
+        r = e.payload.get("round")
+        if isinstance(r, int) and str(e.payload.get("name")) != "baseline":
+            rounds[index] = max(rounds[index], r)
     steps: list[dict[str, Any]] = []
-    previous_end = rec.created_at
-    for index in sorted(by_step):
-        group = by_step[index]
-        ended = max((t.created_at for t in group if t.created_at is not None), default=None)
-        made = sum(t.summary.total for t in group if t.summary is not None)
-        skipped = sum(_int(t.extra.get("skipped")) for t in group)
-        cached = sum(_int(t.extra.get("cached")) for t in group)
-        errors = sum(_errors(t) for t in group)
-        started = previous_end
-        seconds = (ended - started).total_seconds() if ended is not None and started is not None else None
+    for k in sorted(n for n in progress if n + 1 in progress):
+        start, end = progress[k], progress[k + 1]
+        before, after = _done(start), _done(end)
+        seconds = (
+            (end.created_at - start.created_at).total_seconds()
+            if end.created_at is not None and start.created_at is not None
+            else None
+        )
         steps.append(
             {
-                "index": index,
-                "name": _optimize_step(index, group, rec.id)
-                if rec.kind == "optimize"
-                else step_name(str(t.extra.get("name") or t.candidate_id) for t in group),
+                "index": k,
+                "name": _name(rec.kind, k, names.get(k, []), ids.get(k, []), rounds.get(k, 0)),
                 "state": "done",
-                "candidates": len(group),
-                "evaluations": made + skipped,
-                "made": made,
-                "skipped": skipped,
-                "cached": cached,
-                "errors": errors,
-                "started_at": _time(started),
-                "ended_at": _time(ended),
+                "candidates": len(set(names.get(k, [])) - {"baseline"}) or len(set(names.get(k, []))),
+                "evaluations": (after - before) if after is not None and before is not None else 0,
+                "started_at": _time(start.created_at),
+                "ended_at": _time(end.created_at),
                 "seconds": round(seconds, 3) if seconds is not None and seconds >= 0 else None,
             }
         )
-        previous_end = ended or previous_end
     step = pending_step(rec)
-    if step is not None and step.index not in by_step:
+    if step is not None and all(s["index"] != step.index for s in steps):
+        begun = progress.get(step.index)
         steps.append(
             {
                 "index": step.index,
                 "name": step.name,
                 "state": "running",
-                "candidates": len(step.targets),
+                "candidates": len({t.experiment.id for t in step.targets}),
                 "evaluations": sum(t.size for t in step.targets),
                 "proposals": len(step.propose) + len(step.rewrites),
-                "started_at": _time(previous_end),
+                "started_at": _time(begun.created_at if begun is not None else None),
                 "ended_at": None,
                 "seconds": None,
             }
@@ -289,23 +314,19 @@ def steps_view(rec: JobRecord, trials: Sequence[Trial]) -> list[dict[str, Any]]:
     return steps
 
 
-def _optimize_step(index: int, group: Sequence[Trial], job_id: str) -> str:
-    """An optimize job's evaluation step: the baseline, candidates, or the held-out test split."""
-    if index == 0:
-        return "baseline"
-    if all(short_id(job_id, t.candidate_id).startswith("test-") for t in group):
-        return "test split"
-    return "candidates"
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _errors(trial: Trial) -> int:
-    if trial.status == "failed" and trial.summary is not None:
-        return trial.summary.total
-    return _int(trial.extra.get("errors"))
+def _name(kind: str, index: int, names: list[str], ids: list[str], round_: int) -> str:
+    if kind == "optimize":
+        if not names:
+            return "proposals"
+        if index == 0:
+            return "baseline"
+        if all(i.startswith("test-") for i in ids):
+            return "test split"
+        return "candidates"
+    if not names:
+        return "proposals"
+    base = step_name(names)
+    return f"{base}-{round_}" if round_ > 1 else base
 
 
 def measure_point(rec: JobRecord) -> dict[str, Any] | None:

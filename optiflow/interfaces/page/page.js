@@ -472,9 +472,10 @@ function sectionRows() {
       if (!isCandidate(tr.name) || tr.changes.length !== 1) continue;
       const ch = tr.changes[0], row = rows.get(ch.path);
       if (!row) continue;
-      const skipped = (tr.extra && tr.extra.skipped) || 0;
-      row.proposal = { body: ch.body, tokens: ch.tokens, state: "pending", score: tr.score, skipped,
-                       note: "evaluated: decided when the job finishes" };
+      // the gate's reading so far: a verdict once decided, else the round and its estimate
+      const live = tr.extra || {};
+      const state = live.verdict === "accept" ? "accepted" : live.verdict === "reject" ? "rejected" : "pending";
+      row.proposal = { body: ch.body, tokens: ch.tokens, state, score: tr.score, live };
     }
   }
   const report = S.report && S.report.kind === "compress" ? S.report : null;
@@ -557,13 +558,20 @@ function verdict(row) {
       (r.regression_count_is_lower_bound ? " (fail-fast stopped it at the first)" : "");
     return [h("b", { class: "rejected", text: "rejected" }), ` ${where}${count}; ${tokens}`];
   }
-  const score = typeof p.score === "number" ? `pass rate ${pct(p.score)}` +
-    (S.report ? "" : S.trials ? baselineNote() : "") + (p.skipped ? `, ${p.skipped} evaluations skipped by fail-fast` : "") + "; " : "";
-  return [h("b", { class: "pending", text: p.score === undefined ? "evaluating" : "evaluated" }), ` ${score}${tokens}`];
+  const live = p.live || {};
+  const round = live.round ? ` (round ${live.round})` : "";
+  if (p.state === "accepted" || p.state === "rejected") {  // decided by the gate; the report is final
+    return [h("b", { class: p.state, text: p.state }), ` at the candidate step${round}; ${tokens}`];
+  }
+  if (p.score === undefined) return [h("b", { class: "pending", text: "being evaluated" }), ` ${tokens}`];
+  const reading = typeof live.drop === "number" ? `, estimated drop ${signedPct(live.drop)}` +
+    (typeof live.drop_high === "number" && live.drop_high < 1 ? ` (bound ${signedPct(live.drop_high)})` : "") : "";
+  return [h("b", { class: "pending", text: "undecided" }),
+    ` after round ${live.round || 1}: pass rate ${pct(p.score)}${baselineNote()}${reading}; more runs coming; ${tokens}`];
 }
 
 function baselineNote() {
-  const base = S.trials.trials.find((t) => t.name === "baseline");
+  const base = S.trials && S.trials.trials.find((t) => t.name === "baseline");
   return base && typeof base.score === "number" ? ` (baseline ${pct(base.score)})` : "";
 }
 
@@ -592,6 +600,7 @@ function renderSections() {
     const g = p && (p.mod ? p.mod.gate : p.rej ? p.rej.gate : null);
     const why = [];
     if (p && p.rej && p.rej.reason) why.push(p.rej.reason);
+    else if (p && !p.mod && p.live && p.live.reason) why.push(p.live.reason);
     if (g) why.push(gateLine(g));
     if (why.length) li.append(h("span", { class: "why small", text: why.join(" · ") }));
     const actions = h("span", { class: "actions small" });
@@ -694,13 +703,10 @@ function renderSteps() {
       const r = mine ? rate() : null;
       speed = r ? `${r >= 10 ? Math.round(r) : r.toFixed(1)}/s` : "-";
     } else {
-      const parts = [`${int(st.made)} made`];
-      if (st.skipped) parts.push(`${int(st.skipped)} skipped`);
-      if (st.cached) parts.push(`${int(st.cached)} cached`);
-      if (st.errors) parts.push(`${int(st.errors)} errors`);
-      evals = parts.join(", ");
+      evals = int(st.evaluations);
       time = duration(st.seconds);
-      speed = st.seconds ? `${(st.made / st.seconds).toFixed(st.made / st.seconds >= 10 ? 0 : 1)}/s` : "-";
+      const r = st.seconds ? st.evaluations / st.seconds : null;
+      speed = r ? `${r >= 10 ? Math.round(r) : r.toFixed(1)}/s` : "-";
     }
     return h("tr", { "data-state": st.state },
       h("td", { class: "num", text: st.index }),
@@ -729,18 +735,16 @@ function renderCost() {
       ["steps", int(stats.steps)],
     ];
   } else {
-    const done = steps.filter((st) => st.state === "done");
-    const sum = (k) => done.reduce((a, st) => a + (st[k] || 0), 0);
+    const done = steps.filter((st) => st.state === "done").reduce((a, st) => a + st.evaluations, 0);
+    const failed = trialList().filter((t) => t.status === "failed").length;
     rows = [
-      ["evaluations so far", int(sum("evaluations"))],
-      ["model calls", int(sum("made") - sum("cached"))],
-      ["saved by the cache", int(sum("cached"))],
-      ["saved by fail-fast", int(sum("skipped"))],
-      ["errors", int(sum("errors"))],
+      ["evaluations so far", int(done)],
+      ["saved by the cache and fail-fast", "counted when the job finishes"],
+      ["failed trials", int(failed)],
     ];
   }
   $("cost").replaceChildren(...rows.flatMap(([k, v]) => [h("dt", { text: k }),
-    h("dd", { class: k === "errors" && v !== "0" ? "failed" : "", text: v })]));
+    h("dd", { class: /errors|failed/.test(k) && v !== "0" ? "failed" : "", text: v })]));
 }
 
 // -- optimize: best so far, trials, lineage, rejections ------------------------------------------
