@@ -242,9 +242,13 @@ def test_cancel_a_running_job_from_the_page(
 ) -> None:
     job_id = submit(server, compress_document(samples=44, latency_ms=300, eval_runs=3))
     page = open_page(context, f"{server.url}/jobs/{job_id}", TOKEN, requests_made)
-    page.wait_for_function("() => document.querySelector('#status').textContent === 'running'", timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelector('#status').textContent === 'running'", timeout=30_000
+    )
     page.click("#cancel")
-    page.wait_for_function("() => document.querySelector('#status').textContent === 'cancelled'", timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelector('#status').textContent === 'cancelled'", timeout=30_000
+    )
     assert page.is_hidden("#cancel")
     assert api(server, f"/api/jobs/{job_id}")["status"] == "cancelled"
     page.screenshot(path=str(tmp_path / "cancelled.png"), full_page=True)

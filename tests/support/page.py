@@ -35,8 +35,7 @@ LOCAL_HOSTS = {"127.0.0.1"}
 
 def chromium_path() -> str | None:
     """The Chromium binary Playwright drives (it cannot download its own here), if installed."""
-    found = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
-    return found
+    return CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
 
 
 @contextmanager

@@ -285,7 +285,11 @@ class Api:
         with outages_as_unavailable():
             rec = jobs.get(check_job_id(job_id))
             trials, rejections, events = jobs.trials(job_id), jobs.rejections(job_id), jobs.events(job_id)
-        return {**trials_view(rec, trials, rejections), "status": rec.status, "steps": steps_view(rec, events)}
+        return {
+            **trials_view(rec, trials, rejections),
+            "status": rec.status,
+            "steps": steps_view(rec, events),
+        }
 
     def measures(self, ns: str, key: str, tag: str, limit: int) -> dict[str, Any]:
         """The measure jobs of one prompt and tag that left a report, oldest first (at most

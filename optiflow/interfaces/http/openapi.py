@@ -165,7 +165,10 @@ _TRIAL = {
         "step_index": {"type": "integer"},
         "status": {"type": "string"},
         "score": _NUMBER_OR_NULL,
-        "summary": {"type": ["object", "null"], "description": "TrialSummary: total, passed, pass_rate, cost, latency"},
+        "summary": {
+            "type": ["object", "null"],
+            "description": "TrialSummary: total, passed, pass_rate, cost, latency",
+        },
         "parents": _STRINGS,
         "rationale": {"type": ["string", "null"]},
         "error": {"type": ["string", "null"]},
@@ -196,7 +199,10 @@ _STEP = {
         "name": {"type": "string", "description": "baseline, candidates, combined, greedy-N, ..."},
         "state": {"type": "string", "enum": ["done", "running"]},
         "candidates": {"type": "integer"},
-        "evaluations": {"type": "integer", "description": "done (a finished step); planned (the running one)"},
+        "evaluations": {
+            "type": "integer",
+            "description": "done (a finished step); planned (the running one)",
+        },
         "proposals": {"type": "integer"},
         "started_at": {"type": ["string", "null"]},
         "ended_at": {"type": ["string", "null"]},
@@ -498,7 +504,12 @@ def openapi_document(token_required: bool = False) -> dict[str, Any]:
                 "parameters": [
                     {"name": "ns", "in": "query", "required": True, "schema": {"type": "string"}},
                     {"name": "key", "in": "query", "required": True, "schema": {"type": "string"}},
-                    {"name": "tag", "in": "query", "description": "default stable", "schema": {"type": "string"}},
+                    {
+                        "name": "tag",
+                        "in": "query",
+                        "description": "default stable",
+                        "schema": {"type": "string"},
+                    },
                     limit,
                 ],
                 "responses": _responses(_json_ok("the history", _ref("MeasureHistory")), "400", "503"),

@@ -268,7 +268,7 @@ def steps_view(rec: JobRecord, events: Sequence[Event]) -> list[dict[str, Any]]:
     for e in events:
         if e.type != TRIAL_ADDED_OR_UPDATED or not isinstance(e.payload.get("step_index"), int):
             continue
-        index = int(e.payload["step_index"])  # type: ignore[arg-type]
+        index = int(str(e.payload["step_index"]))
         names[index].append(str(e.payload.get("name") or e.payload.get("candidate_id")))
         ids[index].append(short_id(rec.id, str(e.payload.get("candidate_id"))))
         r = e.payload.get("round")
@@ -332,7 +332,11 @@ def _name(kind: str, index: int, names: list[str], ids: list[str], round_: int) 
 def measure_point(rec: JobRecord) -> dict[str, Any] | None:
     """One finished measure job's point on the history chart (None without a report)."""
     report = (rec.result or {}).get("report")
-    if not isinstance(report, Mapping) or report.get("kind", "measure") != "measure" or "wilson" not in report:
+    if (
+        not isinstance(report, Mapping)
+        or report.get("kind", "measure") != "measure"
+        or "wilson" not in report
+    ):
         return None
     wilson = report.get("wilson") or {}
     latency = report.get("latency_ms") or {}
