@@ -257,7 +257,7 @@ def test_rounds_of_a_gate_keep_their_own_steps_and_names() -> None:
     assert [(s["index"], s["name"], s["evaluations"]) for s in steps] == [
         (0, "baseline", 4),
         (1, "candidates", 8),
-        (2, "candidate-rules-2", 6),
+        (2, "candidates-2", 6),
     ]
     assert steps[1]["candidates"] == 2 and steps[1]["seconds"] == 3.0
 
@@ -283,7 +283,7 @@ def test_the_running_step_comes_from_the_pending_action_with_its_proposals() -> 
 
 def test_step_names() -> None:
     assert step_name(["baseline"]) == "baseline"
-    assert step_name(["candidate-a", "candidate-b"]) == "candidates"
+    assert step_name(["candidate-a", "candidate-b"]) == step_name(["candidate-a"]) == "candidates"
     assert step_name(["baseline", "greedy-1"]) == "greedy-1"
     assert step_name([]) == "step"
 

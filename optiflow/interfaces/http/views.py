@@ -229,7 +229,7 @@ def step_name(names: Iterable[str]) -> str:
     if not distinct:
         return "step"
     if len(distinct) == 1:
-        return distinct[0]
+        return "candidates" if distinct[0].startswith("candidate-") else distinct[0]
     stems = {n.split("-", 1)[0] for n in distinct}
     if len(stems) == 1:
         stem = stems.pop()

@@ -931,7 +931,8 @@ function renderHistory() {
   svg.append(s("polygon", { class: "band", points: band.join(" ") }));
   svg.append(s("polyline", { class: "line", points: points.map((p, k) => `${X(k)},${Y(p.pass_rate)}`).join(" ") }));
   if (typeof r.fail_below === "number") {
-    svg.append(s("line", { class: "floor", x1: L, x2: W - R, y1: Y(r.fail_below), y2: Y(r.fail_below) }));
+    svg.append(s("line", { class: "floor", x1: L, x2: W - R, y1: Y(r.fail_below), y2: Y(r.fail_below) }),
+               s("text", { x: W - R, y: Y(r.fail_below) - 4, "text-anchor": "end", text: `floor ${pct(r.fail_below, 0)} (lower bound)` }));
   }
   points.forEach((p, k) => {
     const mine = p.job_id === S.id;
@@ -939,8 +940,10 @@ function renderHistory() {
       s("title", { text: `${new Date(p.measured_at).toLocaleString()}: ${pct(p.pass_rate)} [${pct(p.lower)}, ${pct(p.upper)}]` })));
   });
   const first = new Date(points[0].measured_at), lastAt = new Date(points[n - 1].measured_at);
-  svg.append(s("text", { x: L, y: H - 10, text: first.toLocaleDateString() }),
-             s("text", { x: W - R, y: H - 10, "text-anchor": "end", text: lastAt.toLocaleDateString() }));
+  const day = first.toDateString() === lastAt.toDateString();
+  const label = (d) => (day ? d.toLocaleTimeString() : d.toLocaleDateString());
+  svg.append(s("text", { x: L, y: H - 10, text: label(first) }),
+             s("text", { x: W - R, y: H - 10, "text-anchor": "end", text: label(lastAt) }));
   box.replaceChildren(svg);
 }
 
