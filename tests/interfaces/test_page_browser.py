@@ -13,6 +13,7 @@ Screenshots are saved under the test's temporary directory.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -148,21 +149,23 @@ def test_compress_job_bars_change_live_and_a_diff_opens(
     job_id = submit(server, compress_document(samples=12, latency_ms=250))
     page = open_page(context, f"{server.url}/jobs/{job_id}", TOKEN, requests_made)
 
-    def sample() -> tuple[dict[str, str], int]:
+    def sample() -> tuple[dict[str, str], int, str]:
         states = page.evaluate(
             "() => Object.fromEntries([...document.querySelectorAll('#sections > li')]"
             ".map((li) => [li.dataset.path, li.dataset.state]))"
         )
-        return states, int(page.get_attribute("#bar-track", "data-done") or 0)
+        return states, int(page.get_attribute("#bar-track", "data-done") or 0), page.text_content("#count")
 
     seen = watch(page, sample)
-    finals, _ = seen[-1]
+    finals = seen[-1][0]
     history = {path: [s[0].get(path) for s in seen] for path in finals}
     edited = {p for p, final in finals.items() if final in ("accepted", "rejected")}
     assert {"accepted", "rejected"} <= set(finals.values()), finals
     # a bar was shown as proposed and being evaluated before its verdict
     assert any("pending" in history[p] for p in edited), history
-    assert len({done for _, done in seen}) >= 3, "the progress bar did not move while the job ran"
+    assert len({done for _, done, _ in seen}) >= 3, "the progress bar did not move while the job ran"
+    # the running step's rate and time left, once it has seen enough of the step
+    assert any(re.search(r"candidates: \d+/\d+ evaluations · [\d.]+/s · about .* left", c) for *_, c in seen)
     assert page.text_content("#status") == "completed"
 
     report = api(server, f"/api/jobs/{job_id}")["result"]["report"]
