@@ -932,7 +932,7 @@ function renderHistory() {
   svg.append(s("polyline", { class: "line", points: points.map((p, k) => `${X(k)},${Y(p.pass_rate)}`).join(" ") }));
   if (typeof r.fail_below === "number") {
     svg.append(s("line", { class: "floor", x1: L, x2: W - R, y1: Y(r.fail_below), y2: Y(r.fail_below) }),
-               s("text", { x: W - R, y: Y(r.fail_below) - 4, "text-anchor": "end", text: `floor ${pct(r.fail_below, 0)} (lower bound)` }));
+               s("text", { x: L + 6, y: Y(r.fail_below) + 13, text: `floor ${pct(r.fail_below, 0)}: the lower bound must stay above` }));
   }
   points.forEach((p, k) => {
     const mine = p.job_id === S.id;
