@@ -292,10 +292,13 @@ def test_page_and_health(http: httpx.Client) -> None:
         page = http.get(path)
         assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
         assert f"<title>{PAGE_TITLE}</title>" in page.text
-        script = page.text.split("<script>", 1)[1]
-        assert "://" not in script  # no CDN
-        # the token is kept for the tab and sent on every request, the event stream included
-        assert "sessionStorage" in script and "Authorization: `Bearer" in script and "getReader" in script
+        assert "://" not in page.text  # no CDN
+    script = http.get("/page/page.js")
+    assert script.headers["Content-Type"].startswith("text/javascript")
+    assert "://" not in script.text.replace("http://www.w3.org/2000/svg", "")  # no CDN (an SVG namespace)
+    # the token is kept for the tab and sent on every request, the event stream included
+    assert "sessionStorage" in script.text and "Authorization: `Bearer" in script.text
+    assert "getReader" in script.text
     assert http.get("/healthz").json() == {"ok": True}
 
 

@@ -24,6 +24,10 @@ API_ROUTES = [
     ("GET", "/api/jobs/0123abcd"),
     ("POST", "/api/jobs/0123abcd/cancel"),
     ("GET", "/api/jobs/0123abcd/events"),
+    ("GET", "/api/jobs/0123abcd/prompt"),
+    ("GET", "/api/jobs/0123abcd/trials"),
+    ("GET", "/api/measures?ns=a&key=b"),
+    ("GET", "/api/limits"),
     ("GET", "/api/openapi.json"),
     ("GET", "/api/no-such-route"),
 ]
@@ -48,7 +52,7 @@ def request(server: Server, method: str, path: str, **kwargs: object) -> httpx.R
     "host", ["evil.example", "evil.example:8765", "127.0.0.1.nip.io", "[::2]:80", "0.0.0.0"]
 )
 def test_a_foreign_host_gets_403_on_the_page_and_every_api_route(guarded: Server, host: str) -> None:
-    for method, path in [("GET", "/"), ("GET", "/jobs/x"), *API_ROUTES]:
+    for method, path in [("GET", "/"), ("GET", "/jobs/x"), ("GET", "/page/page.js"), *API_ROUTES]:
         response = request(guarded, method, path, headers={"Host": host, **AUTH})
         assert response.status_code == 403, (method, path, response.text)
         assert response.json()["error"]["code"] == "host_not_allowed"
@@ -92,7 +96,9 @@ def test_the_token_opens_the_api_and_the_page_and_probes_need_none(guarded: Serv
     assert request(guarded, "GET", "/api/jobs", headers=AUTH).status_code == 200
     assert request(guarded, "GET", "/api/openapi.json", headers=AUTH).json()["openapi"].startswith("3.")
     page = request(guarded, "GET", "/")
-    assert page.status_code == 200 and "sessionStorage" in page.text
+    assert page.status_code == 200 and '<script src="/page/page.js"' in page.text
+    script = request(guarded, "GET", "/page/page.js")  # the page's files hold no data: open
+    assert script.status_code == 200 and "sessionStorage" in script.text
     assert request(guarded, "GET", "/healthz").status_code == 200
     assert request(guarded, "GET", "/api/jobs/nope", headers=AUTH).status_code == 404
 

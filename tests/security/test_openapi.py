@@ -72,6 +72,10 @@ def test_the_document_describes_every_route_and_the_job_document(live: Server) -
         "/api/jobs/{job_id}",
         "/api/jobs/{job_id}/cancel",
         "/api/jobs/{job_id}/events",
+        "/api/jobs/{job_id}/prompt",
+        "/api/jobs/{job_id}/trials",
+        "/api/measures",
+        "/api/limits",
     }
     post = doc["paths"]["/api/jobs"]["post"]
     assert {"201", "400", "401", "403", "413", "503"} <= set(post["responses"])

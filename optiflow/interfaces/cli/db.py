@@ -74,7 +74,7 @@ def current(url: str | None, check: bool) -> None:
         check_revision(target, revision)
 
 
-def _repository(job_id: str) -> JobRepository:
+def repository_for(job_id: str) -> JobRepository:
     """The repository for a command about an existing job; on a machine with no database there
     is no job, and asking about one must not create the database."""
     from optiflow.persistence.jobs import JobRepository
@@ -90,8 +90,9 @@ def _repository(job_id: str) -> JobRepository:
 @click.argument("job_id")
 @click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
 def history(job_id: str, fmt: str) -> None:
-    """Print a job's history: rounds of trials of candidates, best so far, stop reason."""
-    data = _repository(job_id).history(job_id).model_dump(mode="json")
+    """Print a job's history: rounds of trials of candidates, best so far, stop reason. (To
+    re-decide an optimize job's run: ``optiflow replay JOB_ID``.)"""
+    data = repository_for(job_id).history(job_id).model_dump(mode="json")
     if fmt == "json":
         echo(json.dumps(data, indent=2))
     else:

@@ -1,8 +1,11 @@
-"""``optiflow replay FILE``: re-decide a recorded optimize run and list every decision that differs."""
+"""``optiflow replay FILE|JOB_ID``: re-decide a recorded optimize run and list every decision that
+differs. The run is a history file (``submit`` writes one under ``optimizations/``), or a finished
+optimize job in the jobs database: its stored report is the same history."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,22 +17,24 @@ from optiflow.errors import ValidationError
 from optiflow.interfaces.cli._common import echo
 
 T = TypeVar("T")
+_JOB_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 
 @click.command()
-@click.argument("history_file", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("source", metavar="FILE|JOB_ID")
 @click.option("--scorer", default=None, help="a scorer name or JSON spec (default: the recorded one)")
 @click.option("--objective", type=click.Choice(["maximize", "minimize"]), default=None)
 @click.option("--termination", default=None, help="termination policies as JSON (default: the recorded ones)")
 @click.option("--acceptance", default=None, help="acceptance rule as JSON (default: the recorded one)")
 def replay(
-    history_file: Path,
+    source: str,
     scorer: str | None,
     objective: str | None,
     termination: str | None,
     acceptance: str | None,
 ) -> None:
-    """Re-apply the scorer and termination policy to HISTORY_FILE's recorded aggregates.
+    """Re-apply the scorer and termination policy to a recorded optimize run's aggregates: a
+    history file, or the id of a finished optimize job in the jobs database.
 
     Lists every decision (score, new best, stop) that differs; exit 1 when any does."""
     import pydantic
@@ -38,14 +43,13 @@ def replay(
     from optiflow.core.optimize.replay import replay as replay_document
     from optiflow.core.optimize.scoring import parse_scorer
     from optiflow.core.optimize.termination import parse_termination
-    from optiflow.files import pydantic_error, read_yaml
+    from optiflow.files import pydantic_error
 
     chosen_scorer = _parsed(scorer, "--scorer", parse_scorer)
     chosen_termination = _parsed(termination, "--termination", parse_termination)
     chosen_acceptance = _parsed(acceptance, "--acceptance", AcceptanceSpec.model_validate)
-    document = read_yaml(history_file)
-    if not isinstance(document, dict):
-        raise ValidationError("expected an optimization history document", field=str(history_file))
+    history_file = source  # what errors name: the file, or the job
+    document = _from_file(Path(source)) if Path(source).is_file() else _from_job(source)
     try:
         report = replay_document(
             document,
@@ -65,6 +69,45 @@ def replay(
         echo(f"  {decision.describe()}")
     if not report.ok:
         sys.exit(1)
+
+
+def _from_file(path: Path) -> dict[str, Any]:
+    from optiflow.files import read_yaml
+
+    document = read_yaml(path)
+    if not isinstance(document, dict):
+        raise ValidationError("expected an optimization history document", field=str(path))
+    if "settings" not in document and "rounds" in document:  # `optiflow history ID` prints rounds
+        raise ValidationError(
+            "this is the rounds view `optiflow history` prints, not a replayable history: "
+            f"replay the job itself (optiflow replay {document.get('job_id') or 'JOB_ID'}) or the "
+            "history file `optiflow submit` wrote under optimizations/",
+            field=str(path),
+        )
+    return document
+
+
+def _from_job(job_id: str) -> dict[str, Any]:
+    """A finished optimize job's report from the jobs database, as its history document."""
+    from optiflow.core.optimize.document import history_document
+    from optiflow.core.optimize.report import OptimizationHistory
+    from optiflow.interfaces.cli.db import repository_for
+
+    if not _JOB_ID.match(job_id) or Path(job_id).suffix in (".yaml", ".yml", ".json"):
+        raise ValidationError("no such file, and not a job id", field=job_id[:80])
+    rec = repository_for(job_id).get(job_id)
+    if rec.kind != "optimize":
+        raise ValidationError(
+            f"job {job_id} is a {rec.kind} job: only an optimize job's decisions replay", field="job"
+        )
+    report = (rec.result or {}).get("report")
+    if not isinstance(report, dict):
+        raise ValidationError(
+            f"job {job_id} is {rec.status} and has no report to replay"
+            + (f" ({rec.error})" if rec.error else ""),
+            field="job",
+        )
+    return history_document(OptimizationHistory.model_validate(report))
 
 
 def _parsed(value: str | None, field: str, parse: Callable[[Any], T]) -> T | None:

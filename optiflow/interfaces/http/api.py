@@ -38,10 +38,12 @@ if TYPE_CHECKING:
 
 SOURCE = "body"  # errors in a submitted job document are named "body: <field>" by the validation
 MAX_LIMIT = 1000
+MEASURE_SCAN = 1000  # measure jobs read to find one prompt and tag's history (newest first)
 EVENT_BATCH = 500
 MAX_SEQ = 2**31 - 1  # an event seq is an INTEGER column (PostgreSQL: 32 bits)
 MAX_DEPTH = 64  # nesting of a job document (the deepest real one is about 8)
 JOB_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")  # what a job id can be (ours are uuid4 hex)
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a prompt's ns or key, a tag
 
 
 class UnavailableError(StoreError):
@@ -233,6 +235,7 @@ class Api:
         # Parsing a large body takes a few times its size in memory: two at a time at most.
         self._parsing = threading.BoundedSemaphore(2)
         self._probe: Any = None  # the readiness probe's Redis client, made on first use
+        self._limiter: Any = None  # the limiter /api/limits reads (distributed: on Redis), made on first use
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
@@ -265,6 +268,62 @@ class Api:
         with outages_as_unavailable():
             rec = self.client.runtime.jobs.get(check_job_id(job_id))
             return {**job_summary(rec), "progress": self._progress(rec), "result": rec.result}
+
+    def prompt(self, job_id: str) -> dict[str, Any]:
+        """The job's prompt as its baseline renders it (the original side of the page's diffs)."""
+        from optiflow.interfaces.http.views import prompt_view
+
+        with outages_as_unavailable():
+            rec = self.client.runtime.jobs.get(check_job_id(job_id))
+        return prompt_view(rec)
+
+    def trials(self, job_id: str) -> dict[str, Any]:
+        """The job's trials and rejections, the candidates of its running step, its step timeline."""
+        from optiflow.interfaces.http.views import steps_view, trials_view
+
+        jobs = self.client.runtime.jobs
+        with outages_as_unavailable():
+            rec = jobs.get(check_job_id(job_id))
+            trials, rejections, events = jobs.trials(job_id), jobs.rejections(job_id), jobs.events(job_id)
+        return {
+            **trials_view(rec, trials, rejections),
+            "status": rec.status,
+            "steps": steps_view(rec, events),
+        }
+
+    def measures(self, ns: str, key: str, tag: str, limit: int) -> dict[str, Any]:
+        """The measure jobs of one prompt and tag that left a report, oldest first (at most
+        ``limit``, the newest ones): what a nightly cron has measured."""
+        from optiflow.interfaces.http.views import measure_matches, measure_point
+
+        for name, value in (("ns", ns), ("key", key), ("tag", tag)):
+            if not value:
+                raise ValidationError("required (the prompt's ns and key, and the tag measured)", field=name)
+            if len(value) > 200 or not _NAME.match(value):
+                raise ValidationError(f"not a name: {value[:40]!r}", field=name)
+        with outages_as_unavailable():
+            records = self.client.runtime.jobs.list(None, MEASURE_SCAN, kind="measure")
+        points = [p for rec in records if measure_matches(rec, ns, key, tag) and (p := measure_point(rec))]
+        return {"ns": ns, "key": key, "tag": tag, "points": points[:limit][::-1]}
+
+    def limits(self) -> dict[str, Any]:
+        """Each model route's configured limits and live state (``optiflow.distributed.ratelimit.
+        describe``); ``routes`` is empty when ``OPTIFLOW_MODEL_LIMITS`` configures none."""
+        from optiflow.distributed.ratelimit import build_limiter, describe
+        from optiflow.llm.limiter import installed
+
+        settings = self.client.settings
+        limits = settings.limits()
+        if not limits:
+            return {"configured": False, "shared": False, "routes": []}
+        embedded = self.client.runtime.embedded
+        limiter = installed() if embedded else None
+        if limiter is None:
+            if self._limiter is None:
+                self._limiter = build_limiter(settings, embedded=embedded, limits=limits)
+            limiter = self._limiter
+        routes = describe(settings, limiter)
+        return {"configured": True, "shared": bool(limiter and limiter.backend.shared), "routes": routes}
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """Cancel an unfinished job; a finished one is a conflict. An embedded server can stop a

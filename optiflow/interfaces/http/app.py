@@ -112,7 +112,8 @@ def make_app(
     return tornado.web.Application(
         [
             (r"/", h.PageHandler, args),
-            (r"/jobs/([^/]+)", h.PageHandler, args),
+            (r"/jobs/([^/]+)", h.PageJobHandler, args),
+            (r"/page/(page\.css|page\.js)", h.PageHandler, args),
             (r"/healthz", h.HealthHandler, args),
             (r"/readyz", h.ReadyHandler, args),
             (r"/api/openapi.json", h.OpenApiHandler, args),
@@ -120,6 +121,10 @@ def make_app(
             (job, h.JobHandler, args),
             (job + "/cancel", h.CancelHandler, args),
             (job + "/events", h.EventsHandler, args),
+            (job + "/prompt", h.JobPromptHandler, args),
+            (job + "/trials", h.JobTrialsHandler, args),
+            (r"/api/measures", h.MeasuresHandler, args),
+            (r"/api/limits", h.LimitsHandler, args),
         ],
         default_handler_class=h.MissingHandler,
         default_handler_args=args,

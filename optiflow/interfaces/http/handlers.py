@@ -51,10 +51,27 @@ _HTTP_CODES = {
 }
 
 
+PAGE_FILES = {
+    "index.html": "text/html; charset=utf-8",
+    "page.css": "text/css; charset=utf-8",
+    "page.js": "text/javascript; charset=utf-8",
+}
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+"""The page's Content-Security-Policy: its own script and style files only (no inline script or
+style element, no other origin), requests to this server only."""
+
+
 @functools.cache
+def page_file(name: str) -> bytes:
+    """A file of the page: package data (``optiflow/interfaces/page/``), read once."""
+    return (resources.files("optiflow.interfaces") / "page" / name).read_bytes()
+
+
 def page_html() -> bytes:
-    """The page: package data (``optiflow/interfaces/page/index.html``), read once."""
-    return (resources.files("optiflow.interfaces") / "page" / "index.html").read_bytes()
+    return page_file("index.html")
 
 
 def sse_event(event: Event) -> str:
@@ -280,19 +297,47 @@ class OpenApiHandler(ApiHandler):
         self.send_json(openapi_document(token_required=self.guard.token is not None))
 
 
+class JobPromptHandler(ApiHandler):
+    async def get(self, job_id: str) -> None:
+        self.send_json(await self.blocking(self.api.prompt, job_id))
+
+
+class JobTrialsHandler(ApiHandler):
+    async def get(self, job_id: str) -> None:
+        self.send_json(await self.blocking(self.api.trials, job_id))
+
+
+class MeasuresHandler(ApiHandler):
+    async def get(self) -> None:
+        ns, key = self.get_query_argument("ns", ""), self.get_query_argument("key", "")
+        tag = self.get_query_argument("tag", "stable")
+        limit = parse_limit(self.get_query_argument("limit", "100"))
+        self.send_json(await self.blocking(self.api.measures, ns, key, tag, limit))
+
+
+class LimitsHandler(ApiHandler):
+    async def get(self) -> None:
+        self.send_json(await self.blocking(self.api.limits))
+
+
 class PageHandler(BaseHandler):
-    def get(self, job_id: str | None = None) -> None:
-        """The page; with a job id the page's script selects that job. It holds no data: it asks
-        for the token (when the API needs one) and reads everything through /api."""
-        self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.set_header(
-            "Content-Security-Policy",
-            "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-            "frame-ancestors 'none'",
-        )
+    """The page (``/``, ``/jobs/ID``: the page's script selects that job) and its two files
+    (``/page/page.css``, ``/page/page.js``). It holds no data: it asks for the token (when the
+    API needs one) and reads everything through /api."""
+
+    def get(self, name: str | None = None) -> None:
+        file = name if name in PAGE_FILES and name != "index.html" else "index.html"
+        self.set_header("Content-Type", PAGE_FILES[file])
+        self.set_header("Content-Security-Policy", PAGE_CSP)
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Referrer-Policy", "no-referrer")
-        self.finish(page_html())
+        self.set_header("Cache-Control", "no-cache")
+        self.finish(page_file(file))
+
+
+class PageJobHandler(PageHandler):
+    def get(self, name: str | None = None) -> None:
+        super().get(None)
 
 
 class ReadyHandler(BaseHandler):

@@ -143,6 +143,105 @@ _JOB_SUMMARY = {
     },
 }
 
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_CHANGE = {
+    "type": "object",
+    "description": "a section rendered differently from the baseline",
+    "required": ["path", "body", "tokens", "original_tokens"],
+    "properties": {
+        "path": {"type": "string"},
+        "body": {"type": "string"},
+        "tokens": {"type": "integer"},
+        "original_tokens": {"type": ["integer", "null"]},
+    },
+}
+_TRIAL = {
+    "type": "object",
+    "required": ["candidate_id", "name", "step_index", "status", "score", "summary", "parents", "changes"],
+    "properties": {
+        "candidate_id": {"type": "string", "description": "the id within the job (c3, baseline, 1a2b3c4d)"},
+        "name": {"type": "string"},
+        "step_index": {"type": "integer"},
+        "status": {"type": "string"},
+        "score": _NUMBER_OR_NULL,
+        "summary": {
+            "type": ["object", "null"],
+            "description": "TrialSummary: total, passed, pass_rate, cost, latency",
+        },
+        "parents": _STRINGS,
+        "rationale": {"type": ["string", "null"]},
+        "error": {"type": ["string", "null"]},
+        "changes": {"type": "array", "items": {"$ref": "#/components/schemas/SectionChange"}},
+        "model_params": {"type": "object"},
+        "extra": {"type": "object"},
+        "created_at": {"type": ["string", "null"]},
+        "updated_at": {"type": ["string", "null"]},
+    },
+}
+_RUNNING = {
+    "type": "object",
+    "required": ["candidate_id", "name", "step_index", "evaluations", "changes"],
+    "properties": {
+        "candidate_id": {"type": "string"},
+        "name": {"type": "string"},
+        "step_index": {"type": "integer"},
+        "status": {"const": "running"},
+        "evaluations": {"type": "integer"},
+        "changes": {"type": "array", "items": {"$ref": "#/components/schemas/SectionChange"}},
+    },
+}
+_STEP = {
+    "type": "object",
+    "required": ["index", "name", "state", "candidates", "evaluations", "started_at", "ended_at", "seconds"],
+    "properties": {
+        "index": {"type": "integer"},
+        "name": {"type": "string", "description": "baseline, candidates, combined, greedy-N, ..."},
+        "state": {"type": "string", "enum": ["done", "running"]},
+        "candidates": {"type": "integer"},
+        "evaluations": {
+            "type": "integer",
+            "description": "done (a finished step); planned (the running one)",
+        },
+        "proposals": {"type": "integer"},
+        "started_at": {"type": ["string", "null"]},
+        "ended_at": {"type": ["string", "null"]},
+        "seconds": _NUMBER_OR_NULL,
+    },
+}
+_REJECTION = {
+    "type": "object",
+    "required": ["step_index", "reason_code", "message"],
+    "properties": {
+        "step_index": {"type": "integer"},
+        "iteration": {"type": ["integer", "null"]},
+        "reason_code": {"type": "string"},
+        "message": {"type": "string"},
+        "parents": _STRINGS,
+        "rationale": {"type": ["string", "null"]},
+        "duplicate_of": {"type": ["string", "null"]},
+        "config_hash": {"type": ["string", "null"]},
+    },
+}
+_MEASURE_POINT = {
+    "type": "object",
+    "required": ["job_id", "measured_at", "pass_rate", "lower", "upper"],
+    "properties": {
+        "job_id": {"type": "string"},
+        "name": {"type": "string"},
+        "status": {"type": "string"},
+        "measured_at": {"type": ["string", "null"]},
+        "pass_rate": _NUMBER_OR_NULL,
+        "lower": _NUMBER_OR_NULL,
+        "upper": _NUMBER_OR_NULL,
+        "evaluations": {"type": ["integer", "null"]},
+        "errors": {"type": ["integer", "null"]},
+        "latency_p50": _NUMBER_OR_NULL,
+        "latency_p95": _NUMBER_OR_NULL,
+        "model": {"type": ["string", "null"]},
+    },
+}
+
 _SCHEMAS: dict[str, Any] = {
     "Error": {
         "type": "object",
@@ -188,6 +287,86 @@ _SCHEMAS: dict[str, Any] = {
                 },
             },
         ]
+    },
+    "SectionChange": _CHANGE,
+    "JobPrompt": {
+        "type": "object",
+        "required": ["job_id", "kind", "ns", "key", "tag", "model", "sections"],
+        "properties": {
+            "job_id": {"type": "string"},
+            "kind": {"type": "string"},
+            "ns": {"type": "string"},
+            "key": {"type": "string"},
+            "tag": {"type": "string", "description": "the baseline tag (measure: the tag measured)"},
+            "model": {"type": "string"},
+            "settings": {"type": "object", "description": "min_section_tokens, eval_runs, gate, runs, ..."},
+            "sections": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["path", "body", "frozen", "tokens", "overridden"],
+                    "properties": {
+                        "path": {"type": "string"},
+                        "body": {"type": "string", "description": "as the baseline renders it"},
+                        "frozen": {"type": "boolean"},
+                        "tokens": {"type": "integer", "description": "for the job's model"},
+                        "overridden": {"type": "boolean", "description": "the baseline tag overrides it"},
+                    },
+                },
+            },
+        },
+    },
+    "JobTrials": {
+        "type": "object",
+        "required": ["job_id", "status", "trials", "rejections", "running", "steps"],
+        "properties": {
+            "job_id": {"type": "string"},
+            "status": {"type": "string"},
+            "trials": {"type": "array", "items": _TRIAL},
+            "rejections": {"type": "array", "items": _REJECTION},
+            "running": {"type": "array", "items": _RUNNING, "description": "the running step's candidates"},
+            "steps": {"type": "array", "items": _STEP, "description": "the step timeline"},
+        },
+    },
+    "MeasureHistory": {
+        "type": "object",
+        "required": ["ns", "key", "tag", "points"],
+        "properties": {
+            "ns": {"type": "string"},
+            "key": {"type": "string"},
+            "tag": {"type": "string"},
+            "points": {"type": "array", "items": _MEASURE_POINT, "description": "oldest first"},
+        },
+    },
+    "Limits": {
+        "type": "object",
+        "required": ["configured", "shared", "routes"],
+        "properties": {
+            "configured": {"type": "boolean", "description": "OPTIFLOW_MODEL_LIMITS names routes"},
+            "shared": {"type": "boolean", "description": "the state is the fleet's (Redis)"},
+            "routes": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "model"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "model": {"type": "string"},
+                        "api_base": {"type": ["string", "null"]},
+                        "rpm": _NUMBER_OR_NULL,
+                        "tpm": _NUMBER_OR_NULL,
+                        "concurrency": {"type": ["integer", "null"]},
+                        "factor": {"type": "number"},
+                        "effective_rpm": _NUMBER_OR_NULL,
+                        "effective_tpm": _NUMBER_OR_NULL,
+                        "paused_s": {"type": "number"},
+                        "in_flight": {"type": "integer"},
+                        "backlog_s": {"type": "number"},
+                        "shared": {"type": "boolean"},
+                    },
+                },
+            },
+        },
     },
     "Probe": {
         "type": "object",
@@ -303,6 +482,43 @@ def openapi_document(token_required: bool = False) -> dict[str, Any]:
                 "summary": "the job, its live progress, its result once finished",
                 "parameters": [JOB_ID],
                 "responses": _responses(_json_ok("the job", _ref("Job")), "404", "503"),
+            }
+        },
+        "/api/jobs/{job_id}/prompt": {
+            "get": {
+                "summary": "the job's prompt as its baseline renders it (the original side of a diff)",
+                "parameters": [JOB_ID],
+                "responses": _responses(_json_ok("the prompt", _ref("JobPrompt")), "404", "503"),
+            }
+        },
+        "/api/jobs/{job_id}/trials": {
+            "get": {
+                "summary": "the job's trials, rejections, running candidates and step timeline",
+                "parameters": [JOB_ID],
+                "responses": _responses(_json_ok("the trials", _ref("JobTrials")), "404", "503"),
+            }
+        },
+        "/api/measures": {
+            "get": {
+                "summary": "the measure jobs of one prompt and tag, oldest first (a nightly cron's history)",
+                "parameters": [
+                    {"name": "ns", "in": "query", "required": True, "schema": {"type": "string"}},
+                    {"name": "key", "in": "query", "required": True, "schema": {"type": "string"}},
+                    {
+                        "name": "tag",
+                        "in": "query",
+                        "description": "default stable",
+                        "schema": {"type": "string"},
+                    },
+                    limit,
+                ],
+                "responses": _responses(_json_ok("the history", _ref("MeasureHistory")), "400", "503"),
+            }
+        },
+        "/api/limits": {
+            "get": {
+                "summary": "each model route's rate limits and live state (OPTIFLOW_MODEL_LIMITS)",
+                "responses": _responses(_json_ok("the routes", _ref("Limits")), "503"),
             }
         },
         "/api/jobs/{job_id}/cancel": {

@@ -1,0 +1,81 @@
+"""Screenshots of optiflow's page for the README, from real jobs.
+
+    python docs/screenshots.py [--out docs]
+
+Runs the examples on the embedded default (an in-process worker, SQLite and the filesystem store
+in a temporary home, the simulated model): support-bot's compress job as shipped and on a sampled
+model (the paired gate), weak-helpdesk's optimize job, and a week of support-bot's nightly measure
+job with a little noise. Serves the page on 127.0.0.1 and takes each job's page in headless
+Chromium (Debian's package, driven by Playwright) at a laptop width, and the compress page at a
+phone width. Needs Chromium (``apt-get install -y chromium``) and the dev extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from optiflow.interfaces.client import Client  # noqa: E402
+from optiflow.jobfile import load_job_data  # noqa: E402
+from tests.support.http import Server  # noqa: E402
+from tests.support.page import LAPTOP, PHONE, browser, example_document, layout_problems  # noqa: E402
+from tests.support.workers import embedded_settings  # noqa: E402
+
+SAMPLED = {"model": "optiflow/sim", "params": {"sim_pass_dist": "0.8*beta(6,2) + 0.2*fixed(1)", "sim_seed": 3}}
+
+
+def run(client: Client, document: dict[str, Any]) -> str:
+    spec = load_job_data(document, source="docs", store=client.runtime.store)
+    job = client.submit(spec)
+    result = job.wait(timeout=900)
+    print(f"{document['kind']:8} {document.get('name')}: {result.status} ({job.id})")
+    return job.id
+
+
+def shoot(page: Any, url: str, path: Path, *, size: dict[str, int], diff: str | None = None) -> None:
+    page.set_viewport_size(size)
+    page.goto(url)
+    page.wait_for_selector("#status.completed")
+    page.wait_for_timeout(1500)  # the prompt, the trials and the history land
+    if diff is not None:
+        page.click(f"button.diff-toggle[data-path='{diff}']")
+    problems = layout_problems(page)
+    if problems:
+        raise SystemExit(f"{path.name}: {problems}")
+    page.screenshot(path=str(path), full_page=True)
+    print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs")
+    out = parser.parse_args().out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as home, Client(embedded_settings(Path(home))) as client:
+        compress = run(client, example_document("support-bot"))
+        sampled = run(client, example_document("support-bot", name="support-bot-sampled", model=SAMPLED,
+                                               strategy={"type": "llm", "model": {"model": "optiflow/sim"}}))  # fmt: skip
+        optimize = run(client, example_document("weak-helpdesk"))
+        nightly = [
+            run(client, example_document("support-bot", "measure.yaml", runs=3, fail_below=0.8,
+                                         model={"model": "optiflow/sim", "params": {"sim_noise": noise, "sim_seed": i}}))
+            for i, noise in enumerate((0.0, 0.01, 0.0, 0.03, 0.02, 0.06, 0.04))
+        ]  # fmt: skip
+        with Server(client) as server, browser() as chromium:
+            page = chromium.new_page()
+            page.on("pageerror", lambda e: print(f"page error: {e}", file=sys.stderr))
+            shoot(page, f"{server.url}/jobs/{compress}", out / "page-compress.png", size=LAPTOP, diff="tone")
+            shoot(page, f"{server.url}/jobs/{sampled}", out / "page-compress-paired.png", size=LAPTOP)
+            shoot(page, f"{server.url}/jobs/{optimize}", out / "page-optimize.png", size=LAPTOP)
+            shoot(page, f"{server.url}/jobs/{nightly[-1]}", out / "page-measure.png", size=LAPTOP)
+            shoot(page, f"{server.url}/jobs/{compress}", out / "page-compress-phone.png", size=PHONE)
+
+
+if __name__ == "__main__":
+    main()
