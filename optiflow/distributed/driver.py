@@ -78,11 +78,23 @@ def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequenc
     wf = rt.workflow(job_id)
     results = parse_results(step, raw)
     tr = wf.advance(wf.load_state(rec.state or {}), results)
-    if not _record(rt, rec, tr, expected_step=step_index, items=results.evals):
+    if not _record(rt, rec, tr, expected_step=step_index):
         log.warning("job %s: step %s already advanced by another delivery", job_id, step_index)
         return
     _remove_step_tags(rt, job_id, step)
     _carry(app, rt, rec, tr.action)
+    _store_items(rt, job_id, results.evals)
+
+
+def _store_items(rt: Runtime, job_id: str, items: Sequence[EvalResult]) -> None:
+    """The step's per-(sample, run) results, for drill-down: written once the next step is on its
+    way (hundreds of rows a step; the checkpoint, trials and events are already committed, and
+    nothing in a job's progress reads them). A control worker killed in between loses that step's
+    rows, not its decisions."""
+    try:
+        rt.jobs.upsert_trial_items(job_id, items)
+    except Exception:
+        log.warning("job %s: per-sample results not stored", job_id, exc_info=True)
 
 
 def _record(
@@ -92,7 +104,6 @@ def _record(
     *,
     expected_step: int,
     expected_status: JobStatus | None = None,
-    items: Sequence[EvalResult] = (),
 ) -> bool:
     """Write a transition (checkpoint, pending action, what the step produced) and publish its
     events; False when another delivery got there first (nothing written)."""
@@ -104,7 +115,6 @@ def _record(
         action=tr.action.model_dump(mode="json"),
         expected_status=expected_status,
         trials=tr.trials,
-        items=items,
         rejections=tr.rejections,
         events=tr.events,
     )
@@ -188,8 +198,9 @@ def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
             model_params=target.model_params,
             replace=True,
         )
-    if rt.jobs.get(job_id).finished:  # ended (cancelled, failed) while the tags were written
+    if rt.scratch.cancelled(job_id):  # cancelled, or ended (complete() marks it), meanwhile
         _remove_step_tags(rt, job_id, step)
+        complete(app, rt, rt.jobs.get(job_id), "cancelled", error="cancelled by user")  # no-op once ended
         return
     evaluate, propose = app.tasks["optiflow.evaluate"], app.tasks["optiflow.propose"]
     header = [propose.s(job_id, path_str(p)) for p in step.propose]

@@ -13,6 +13,7 @@ The run uses a Redis of its own, so every key in it is this run's: Celery's resu
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,6 +69,10 @@ def run_jobs(redis_url: str, redis_prefix: str, tmp_path: Path, database: str) -
             results = [job.wait(timeout=180) for job in jobs]
             replies = [f"{redis_prefix}:celery-task-meta-{job.id}" for job in jobs]
             store = redis.Redis.from_url(redis_url)
+            # the reply (seed 000's mailbox) is stored just after the job's row says it finished
+            deadline = time.monotonic() + 10
+            while not all(store.exists(key) for key in replies) and time.monotonic() < deadline:
+                time.sleep(0.05)
             assert all(store.exists(key) for key in replies), "a job's reply is not under the prefix"
             keys = sorted(k.decode() for k in store.scan_iter(count=1000))
     finally:

@@ -33,6 +33,7 @@ def small_spec(server: LocalModelServer) -> CompressSpec:
         overrides={
             "dataset": full.model_copy(update={"samples": tuple(pos + neg)}),
             "min_section_tokens": 130,  # only the two largest sections: background and edge_cases
+            "gate": {"max_runs": 4},  # a sampled model: the paired gate, kept to a few rounds here
         },
     )
     at = {"model": server.model, "api_base": server.api_base}
@@ -74,7 +75,7 @@ def test_small_compress_job_on_workers(
         Client(settings, embedded=False) as client,
     ):
         job = client.submit(spec)
-        result = job.wait(timeout=600, poll=0.2).raise_for_error()
+        result = job.wait(timeout=600).raise_for_error()
         assert job.status() == "completed"
         tags = client.runtime.store.list_tags(spec.prompt.ns, spec.prompt.key)
     report = result.report

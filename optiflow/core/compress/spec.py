@@ -51,7 +51,8 @@ class CompressSpec(Frozen):
 
     @model_validator(mode="after")
     def _runs_within_the_cap(self) -> CompressSpec:
-        if self.gate.max_runs < self.eval_runs:
+        explicit = "max_runs" in self.gate.model_fields_set
+        if explicit and self.gate.max_runs < self.eval_runs:
             raise ValueError(f"gate.max_runs ({self.gate.max_runs}) is below eval_runs ({self.eval_runs})")
         return self
 
@@ -63,8 +64,11 @@ class CompressSpec(Frozen):
 
     @property
     def gate_spec(self) -> GateSpec:
-        """The gate as the workflow runs it: its first round is ``eval_runs`` runs."""
-        return self.gate.model_copy(update={"first_runs": self.eval_runs})
+        """The gate as the workflow runs it: its first round is ``eval_runs`` runs (and its cap,
+        unless set, at least that)."""
+        return self.gate.model_copy(
+            update={"first_runs": self.eval_runs, "max_runs": max(self.gate.max_runs, self.eval_runs)}
+        )
 
     def effective_body(self, path: SectionPath) -> str:
         """The body the baseline renders for a section (its baseline override, if any)."""
