@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import Field, TypeAdapter
 
 from optiflow.core.base import Verbosity
+from optiflow.core.budget import BUDGET_EXHAUSTED, BudgetReport, budget_line
 from optiflow.core.compress import output as compress_output
 from optiflow.core.compress.report import OptimizationReport
 from optiflow.core.compress.spec import CompressSpec
@@ -72,23 +73,32 @@ def base_tag(spec: AnySpec) -> tuple[str, str]:
 
 # -- what a report means ------------------------------------------------------------------------
 def render(report: AnyReport, verbosity: Verbosity = "summary") -> str:
-    """The report as text (``minimal``: one line)."""
+    """The report as text (``minimal``: one line), with the job's budget when it had one."""
+    budget = report.budget
     match report:
         case OptimizationReport():
-            return compress_output.render(report, verbosity)
+            text = compress_output.render(report, verbosity)
         case OptimizationHistory():
-            return optimize_output.summary_box(report, verbosity)
+            text = optimize_output.summary_box(report, verbosity)
         case MeasureDocument():
             if verbosity == "minimal":
-                return measure_output.headline(report)
-            return "\n".join(f"  {line}" for line in measure_output.report_lines(report, verbosity))
+                text = measure_output.headline(report)
+            else:
+                text = "\n".join(f"  {line}" for line in measure_output.report_lines(report, verbosity))
+    if budget is None:
+        return text
+    if verbosity == "minimal":
+        return f"{text}; budget exhausted" if budget.exhausted else text
+    return f"{text}\n  {budget_line(budget)}"
 
 
 def closing_line(report: AnyReport | None, name: str) -> str | None:
     """A line a watcher prints when the job ends, before its status (seed 003 names the reason
-    an optimize run terminated)."""
+    an optimize run terminated; a job that ran out of its budget says so)."""
     if isinstance(report, OptimizationHistory):
         return optimize_output.termination_line(name, report.termination_reason)
+    if report is not None and report.budget is not None and report.budget.exhausted:
+        return f"{report.kind.upper()} [{name}] Ended with what it had: {budget_line(report.budget)}"
     return None
 
 
@@ -159,6 +169,8 @@ def _generic_line(head: str, event: Event) -> str | None:
         return f"{head} Step {p['step_index']}: {name} score={shown} ({p['status']})"
     if event.type == BEST_CANDIDATE_CHANGED:
         return f"{head} ↑ NEW BEST {p['candidate_id']} score={p.get('score')}"
+    if event.type == BUDGET_EXHAUSTED:
+        return f"{head} {budget_line(BudgetReport.model_validate(p))}"
     if event.type == PROGRESS_CHANGED:
         return (
             f"{head} {p['evaluations_done']}/{p['evaluations_total']} evaluations; trials "

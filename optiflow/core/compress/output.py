@@ -31,10 +31,11 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
         lines.append("accepted: none")
     for r in report.rejected:
         bound = "≥" if r.regression_count_is_lower_bound else ""
-        lines.append(
-            f"  - {path_str(r.section_path):<28} -{r.token_reduction:>5} tokens  rejected at {r.stage}: "
-            f"{bound}{r.regression_count} regression(s)"
-        )
+        head = f"  - {path_str(r.section_path):<28} -{r.token_reduction:>5} tokens  "
+        if r.reason.startswith("undecided"):  # the budget ran out before its decision
+            lines.append(f"{head}not accepted at {r.stage}: undecided, the budget ran out")
+            continue
+        lines.append(f"{head}rejected at {r.stage}: {bound}{r.regression_count} regression(s)")
     for e in report.proposal_errors:
         lines.append(f"  ! {path_str(e.path):<28} proposal failed: {e.error}")
     if stats:

@@ -17,6 +17,10 @@ regressions, so they evaluate only the samples that passed every baseline run (t
 that can regress); and a set already evaluated (the first greedy step is the first candidate
 alone) is decided from memory. Fail-fast (``fail_fast``, on by default) additionally stops a
 candidate at its first regression; its ``regression_count`` is then a lower bound.
+
+A step that ran out of the job's hard budget ends the job with what it had decided
+(:meth:`CompressWorkflow._out_of_budget`): an edit is accepted only when its set was evaluated in
+full without a regression; the undecided ones are listed as rejected with the reason.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from optiflow.core.actions import Action, Fail, Finish
+from optiflow.core.budget import budget_line
 from optiflow.core.checkpoint import JobState
 from optiflow.core.compress.report import Modification, OptimizationReport, RejectedModification
 from optiflow.core.compress.spec import CompressSpec
@@ -43,7 +48,7 @@ from optiflow.core.experiment import Experiment, temp_tag_prefix
 from optiflow.core.overrides import SectionOverride
 from optiflow.core.sections import SectionPath, path_str
 from optiflow.core.step import EvalTarget, ProposalError, SectionEdit, Step, StepResults
-from optiflow.core.workflow import TokenCounter, Transition, advanced, started
+from optiflow.core.workflow import TokenCounter, Transition, advanced, noted, started
 
 
 def path_hash(path: SectionPath) -> str:
@@ -144,7 +149,7 @@ class CompressWorkflow:
         by_exp: dict[str, list[EvalResult]] = defaultdict(list)
         for r in results.evals:
             by_exp[r.experiment_id].append(r)
-        state = state.model_copy(
+        state = noted(state, results).model_copy(
             update={
                 "stats": state.stats.add(
                     results.evals, proposals=len(results.edits) + len(results.proposal_errors)
@@ -152,6 +157,8 @@ class CompressWorkflow:
                 "step_index": state.step_index + 1,
             }
         )
+        if results.budget_exhausted and state.phase != "done":
+            return self._out_of_budget(state, results, by_exp)
         if state.phase == "baseline":
             return self._after_baseline(state, results, by_exp)
         if state.phase == "candidates":
@@ -293,6 +300,119 @@ class CompressWorkflow:
     def _greedy_experiment_id(self, state: CompressState) -> str:
         return f"{self.job_id}-greedy-{len(state.greedy_kept) + len(self._greedy_rejected(state))}"
 
+    # -- the budget ran out -----------------------------------------------------------------
+    def _out_of_budget(
+        self, state: CompressState, results: StepResults, by_exp: Mapping[str, list[EvalResult]]
+    ) -> tuple[CompressState, Action]:
+        """Finish with what was decided when the step ran out of the job's budget. A set
+        evaluated in full (or cut after a regression showed) is decided as usual; one cut before
+        a decision is undecided, never accepted. Greedy selection then goes on from the sets
+        already evaluated and stops at the first it would have to evaluate: more than one
+        accepted edit whose combination was not verified keeps the largest alone."""
+        assert state.budget is not None
+        undecided = f"undecided: {budget_line(state.budget)}"
+
+        def cut(rs: list[EvalResult]) -> bool:  # cut short before its decision
+            return any(r.budget_skipped for r in rs) and not regressed_ids(state.baseline_passed, rs)
+
+        def not_decided(
+            path: SectionPath, reduction: int, stage: Literal["candidate", "greedy"]
+        ) -> RejectedModification:
+            return RejectedModification(
+                section_path=path,
+                token_reduction=reduction,
+                regression_count=0,
+                stage=stage,
+                reason=undecided,
+            )
+
+        if state.phase == "baseline":
+            done = [r for r in by_exp.get(f"{self.job_id}-baseline", []) if not r.skipped]
+            edits = [e for e in results.edits if e.token_reduction > 0]
+            rejected = tuple(not_decided(e.path, e.token_reduction, "candidate") for e in edits)
+            state = state.model_copy(
+                update={
+                    "baseline_pass_rate": summarize(done).pass_rate,
+                    "proposal_errors": results.proposal_errors,
+                    "rejected": rejected,
+                }
+            )
+            return self._finish(state, ())
+        if state.phase == "candidates":
+            accepted: list[Modification] = []
+            rejected_: list[RejectedModification] = list(state.rejected)
+            known = dict(state.known_sets)
+            for edit in state.edits:
+                rs = by_exp.get(f"{self.job_id}-{path_hash(edit.path)}", [])
+                if cut(rs):
+                    rejected_.append(not_decided(edit.path, edit.token_reduction, "candidate"))
+                    continue
+                summary = summarize(rs, self.spec.dataset.ids())
+                count, lower = self._regressions(state.baseline_passed, rs, summary)
+                mod = Modification(
+                    section_path=edit.path,
+                    original_hash=edit.original_hash,
+                    proposed_body=edit.proposed_body,
+                    token_reduction=edit.token_reduction,
+                    baseline_pass_rate=state.baseline_pass_rate,
+                    candidate_pass_rate=summary.pass_rate,
+                )
+                known[_set_key((mod,))] = (count, lower)
+                if count == 0:
+                    accepted.append(mod)
+                else:
+                    rejected_.append(
+                        RejectedModification(
+                            section_path=edit.path,
+                            token_reduction=edit.token_reduction,
+                            regression_count=count,
+                            regression_count_is_lower_bound=lower,
+                        )
+                    )
+            state = state.model_copy(
+                update={"accepted": tuple(accepted), "rejected": tuple(rejected_), "known_sets": known}
+            )
+            if len(accepted) <= 1:
+                return self._finish(state, tuple(accepted))
+        elif state.phase == "combined":
+            rs = by_exp.get(f"{self.job_id}-combined", [])
+            if not cut(rs):
+                count, lower = self._regressions(state.baseline_passed, rs, summarize(rs))
+                state = state.model_copy(
+                    update={"known_sets": {**state.known_sets, _set_key(state.accepted): (count, lower)}}
+                )
+                if count == 0:
+                    return self._finish(state, state.accepted)
+        elif state.phase == "greedy":
+            rs = by_exp.get(self._greedy_experiment_id(state), [])
+            if cut(rs):
+                head = state.greedy_queue[0]
+                state = state.model_copy(
+                    update={
+                        "rejected": (
+                            *state.rejected,
+                            not_decided(head.section_path, head.token_reduction, "greedy"),
+                        ),
+                        "greedy_queue": state.greedy_queue[1:],
+                    }
+                )
+            else:
+                count, lower = self._regressions(state.baseline_passed, rs, summarize(rs))
+                state = self._greedy_record(state, count, lower)
+        if state.phase != "greedy":
+            queue = tuple(sorted(state.accepted, key=lambda m: -m.token_reduction))
+            state = state.model_copy(update={"phase": "greedy", "greedy_kept": (), "greedy_queue": queue})
+        while state.greedy_queue:  # greedy from memory only: no set is evaluated any more
+            known_set = state.known_sets.get(_set_key((*state.greedy_kept, state.greedy_queue[0])))
+            if known_set is None:
+                rest = tuple(
+                    not_decided(m.section_path, m.token_reduction, "greedy") for m in state.greedy_queue
+                )
+                state = state.model_copy(update={"rejected": state.rejected + rest, "greedy_queue": ()})
+                break
+            state = self._greedy_record(state, *known_set)
+        return self._finish(state, state.greedy_kept)
+
     # -- helpers --------------------------------------------------------------------------
     def _evaluate_set(
         self, state: CompressState, suffix: str, name: str, mods: Iterable[Modification]
@@ -330,6 +450,7 @@ class CompressWorkflow:
             rejected=state.rejected,
             proposal_errors=state.proposal_errors,
             stats=state.stats,
+            budget=state.budget,
         )
         return state.model_copy(update={"phase": "done"}), Finish(report=report)
 
