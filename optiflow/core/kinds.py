@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import Field, TypeAdapter
 
 from optiflow.core.base import Verbosity
-from optiflow.core.budget import BUDGET_EXHAUSTED, BudgetReport, budget_line
+from optiflow.core.budget import BUDGET_EXHAUSTED, budget_line
 from optiflow.core.compress import output as compress_output
 from optiflow.core.compress.report import OptimizationReport
 from optiflow.core.compress.spec import CompressSpec
@@ -146,6 +146,8 @@ def event_line(kind: str, name: str, event: Event) -> str | None:
     """One progress line per event, in seed 003's ``KIND [use case] ...`` style; None for an event
     the kind does not speak of (an optimize job speaks in iterations, not trials)."""
     p = event.payload
+    if event.type == BUDGET_EXHAUSTED:
+        return f"{kind.upper()} [{name}] {p.get('line')}"
     if isinstance(p.get("line"), str):  # a line the workflow wrote (seed 003's iteration lines)
         return str(p["line"])
     if kind == "optimize" and event.type in (
@@ -169,8 +171,6 @@ def _generic_line(head: str, event: Event) -> str | None:
         return f"{head} Step {p['step_index']}: {name} score={shown} ({p['status']})"
     if event.type == BEST_CANDIDATE_CHANGED:
         return f"{head} ↑ NEW BEST {p['candidate_id']} score={p.get('score')}"
-    if event.type == BUDGET_EXHAUSTED:
-        return f"{head} {budget_line(BudgetReport.model_validate(p))}"
     if event.type == PROGRESS_CHANGED:
         return (
             f"{head} {p['evaluations_done']}/{p['evaluations_total']} evaluations; trials "

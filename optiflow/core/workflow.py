@@ -16,7 +16,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from optiflow.core import progress
 from optiflow.core.actions import Action, Fail, Finish
-from optiflow.core.budget import BUDGET_EXHAUSTED, BudgetReport
+from optiflow.core.budget import BUDGET_EXHAUSTED, BudgetReport, budget_line
 from optiflow.core.checkpoint import JobState
 from optiflow.core.records import Event, Rejection, Trial
 from optiflow.core.step import Step, StepResults
@@ -108,8 +108,9 @@ def advanced(
 
 def exhausted_event(report: BudgetReport) -> Event:
     """The job's budget ran out (stored once per job: a stable key); the payload is the
-    :class:`~optiflow.core.budget.BudgetReport`."""
-    return Event(type=BUDGET_EXHAUSTED, key=BUDGET_EXHAUSTED, payload=report.model_dump(mode="json"))
+    :class:`~optiflow.core.budget.BudgetReport` and its ``line`` (what the page shows)."""
+    payload = {**report.model_dump(mode="json"), "line": budget_line(report)}
+    return Event(type=BUDGET_EXHAUSTED, key=BUDGET_EXHAUSTED, payload=payload)
 
 
 def noted(state: S, results: StepResults) -> S:

@@ -132,7 +132,7 @@ def _check_budget(rt: Runtime, job_id: str) -> None:
     spend = rt.scratch.spend(job_id)
     if budget.exhausted_by(spend.cost_usd, spend.tokens):
         rt.scratch.charge(job_id, Charge(skipped=1))
-        raise BudgetExhaustedError(f"{BUDGET_EXHAUSTED}: {budget_line(budget_report(budget, spend))}")
+        raise BudgetExhaustedError(budget_line(budget_report(budget, spend)))
 
 
 @contextmanager
