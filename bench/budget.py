@@ -5,10 +5,13 @@ The example's compress job (``make bench``'s, at 0 ms: where per-evaluation over
 on Redis with one and with two eval worker processes (threads, 32 each) and a control worker:
 
 - runs alternating (so both see the same machine) without a budget and with ``max_cost_usd`` far
-  above the job's cost: every evaluation then also reads the job's spend in its cache lookup and
-  adds its cost in its record (the same round trips, two more keys and four more commands);
+  above the job's cost: every evaluation then also reads the job's spend in its cache lookup (two
+  more keys) and adds its cost in its record (the same round trip: one script instead of a
+  pipeline);
 - then the job with a budget of half its cost: where it stopped, what it spent and overspent,
-  and how many calls were in flight when it ran out (at most the fleet's eval threads).
+  and how many calls were in flight when it ran out (at most the fleet's eval threads);
+- the hot path alone, free of the job's noise: one evaluation's ``scratch.lookup`` +
+  ``scratch.record`` on Redis, without and with a budget, in alternating blocks.
 
 It writes ``bench/budget_results.md`` (and ``.json``).
 """
@@ -26,9 +29,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from bench.compress import CONCURRENCY, bench_env, job_spec
+from optiflow.core.budget import Charge, JobBudget
 from optiflow.core.compress.report import OptimizationReport
 from optiflow.core.compress.spec import CompressSpec
+from optiflow.core.evaluation import EvalResult
+from optiflow.distributed.scratch import RedisJobScratch
 from optiflow.interfaces.client import Client
 from optiflow.settings import Settings
 from tests.support.workers import ROOT, running_workers
@@ -124,7 +132,33 @@ def measure(env: dict[str, str], logdir: Path, workers: int, repeat: int) -> tup
     return pair, cut
 
 
-def write(pairs: list[Pair], cuts: list[Cut], out: Path, notes: dict[str, Any]) -> None:
+def hot_path(env: dict[str, str], blocks: int = 20, per_block: int = 500) -> dict[str, list[float]]:
+    """Microseconds per evaluation's lookup + record (one round trip each), per block: without a
+    budget, with one (two more keys read; the record and the charge in one script)."""
+    client = redis.Redis.from_url(env["OPTIFLOW_REDIS_URL"])
+    scratch = RedisJobScratch(client, env["OPTIFLOW_KEY_PREFIX"])
+    result = EvalResult(experiment_id="e", sample_id="s", run=0, passed=True, cost=0.001, prompt_tokens=900)
+    budget = JobBudget(max_cost_usd=NEVER_REACHED_USD)
+    out: dict[str, list[float]] = {"without": [], "with": []}
+    for block in range(blocks):
+        for budgeted in (False, True) if block % 2 == 0 else (True, False):
+            job = f"hot-{block}-{budgeted}"
+            started = time.perf_counter()
+            for i in range(per_block):
+                key = f"k{i}"
+                scratch.lookup(job, "e", key, budget if budgeted else None)
+                charge = Charge(cost_usd=0.001, tokens=900) if budgeted else None
+                scratch.record(
+                    job, "e", key, result, False, charge=charge, budget=budget if budgeted else None
+                )
+            out["with" if budgeted else "without"].append((time.perf_counter() - started) / per_block * 1e6)
+    client.close()
+    return out
+
+
+def write(
+    pairs: list[Pair], cuts: list[Cut], hot: dict[str, list[float]], out: Path, notes: dict[str, Any]
+) -> None:
     lines = [
         "# The hard budget's cost on the hot path, and its overspend",
         "",
@@ -165,11 +199,33 @@ def write(pairs: list[Pair], cuts: list[Cut], out: Path, notes: dict[str, Any]) 
             f"{c.overspend_usd:.4f} | {c.over_calls} | {c.skipped_calls} | {c.step} | {c.accepted} | "
             f"{c.undecided} | {c.wall_s:.2f} |"
         )
-    lines.append("")
+    without, with_ = statistics.median(hot["without"]), statistics.median(hot["with"])
+    lines += [
+        "",
+        "## The hot path alone",
+        "",
+        f"One evaluation's `scratch.lookup` + `scratch.record` on Redis (this process, one thread), "
+        f"{len(hot['without'])} alternating blocks of 500 each way; median of the blocks' means:",
+        "",
+        "| | µs per evaluation | blocks (µs) |",
+        "| --- | --- | --- |",
+        f"| without a budget | {without:.0f} | {', '.join(f'{v:.0f}' for v in hot['without'])} |",
+        f"| with a budget | {with_:.0f} | {', '.join(f'{v:.0f}' for v in hot['with'])} |",
+        "",
+        f"The budget adds {with_ - without:.0f} µs ({with_ / without - 1:+.0%}) to the two round trips an evaluation"
+        " already makes.",
+        "",
+    ]
     out.write_text("\n".join(lines))
     out.with_suffix(".json").write_text(
         json.dumps(
-            {"notes": notes, "pairs": [asdict(p) for p in pairs], "cuts": [asdict(c) for c in cuts]}, indent=2
+            {
+                "notes": notes,
+                "pairs": [asdict(p) for p in pairs],
+                "cuts": [asdict(c) for c in cuts],
+                "hot_path_us": hot,
+            },
+            indent=2,
         )
     )
 
@@ -182,6 +238,8 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     pairs, cuts = [], []
     with bench_env() as (env, home):
+        hot = hot_path(env)
+        print(f"hot path: without {hot['without']}\n          with    {hot['with']}", flush=True)
         for workers in (1, 2):
             print(f"{workers} eval worker(s)", flush=True)
             pair, cut = measure(env, home, workers, args.repeat)
@@ -194,7 +252,7 @@ def main() -> None:
         "repeat": args.repeat,
         "load": (load_before, os.getloadavg()[0]),
     }
-    write(pairs, cuts, args.out, notes)
+    write(pairs, cuts, hot, args.out, notes)
     print(args.out.read_text())
 
 
