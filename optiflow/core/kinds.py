@@ -94,11 +94,10 @@ def render(report: AnyReport, verbosity: Verbosity = "summary") -> str:
 
 def closing_line(report: AnyReport | None, name: str) -> str | None:
     """A line a watcher prints when the job ends, before its status (seed 003 names the reason
-    an optimize run terminated; a job that ran out of its budget says so)."""
+    an optimize run terminated). A job that ran out of its budget said so with its
+    ``budget_exhausted`` event."""
     if isinstance(report, OptimizationHistory):
         return optimize_output.termination_line(name, report.termination_reason)
-    if report is not None and report.budget is not None and report.budget.exhausted:
-        return f"{report.kind.upper()} [{name}] Ended with what it had: {budget_line(report.budget)}"
     return None
 
 
