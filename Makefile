@@ -1,7 +1,7 @@
 PY ?= python3
 PYTEST ?= $(PY) -m pytest
 
-.PHONY: install demo test test-fast lint typecheck check bench bench-gate chaos bench-limits format clean
+.PHONY: install demo test test-fast lint typecheck check bench bench-gate chaos bench-limits bench-budget format clean
 
 install:  ## install optiflow with its dev tools (editable)
 	$(PY) -m pip install -q -e ".[dev]"
@@ -40,6 +40,9 @@ chaos:  ## kill -9 workers mid-job (20 rounds), then 20 jobs on a flaky provider
 
 bench-limits:  ## the example job against a 1,200 rpm provider, 1/2/4 eval workers, limiter on/off; writes bench/limits_results.md
 	$(PY) -m bench.limits --out bench/limits_results.md
+
+bench-budget:  ## the hard job budget's cost on the hot path (0 ms, 1/2 eval workers) and its overspend; writes bench/budget_results.md
+	$(PY) -m bench.budget --out bench/budget_results.md
 
 clean:
 	rm -rf .optiflow .pytest_cache .mypy_cache .ruff_cache

@@ -74,7 +74,14 @@ class ConflictError(JobError):
     code = "job_conflict"
 
 
+class BudgetExhaustedError(JobError):
+    """The job's budget (``max_cost_usd`` / ``max_tokens``) is spent: a model call was not made."""
+
+    code = "budget_exhausted"
+
+
 __all__ = [
+    "BudgetExhaustedError",
     "ConfigError",
     "ConflictError",
     "JobError",

@@ -8,14 +8,17 @@ from collections.abc import Iterable, Sequence
 from pydantic import Field
 
 from optiflow.core.base import Frozen
+from optiflow.core.budget import BUDGET_EXHAUSTED
 
 
 class EvalResult(Frozen):
     """One evaluation of one sample under one experiment, in one run.
 
     ``output`` is dropped from the copy that travels in a chord (keep chord messages small).
-    ``skipped`` marks an evaluation not made because its candidate had already regressed
-    (fail-fast); ``cached`` one answered from the eval cache without a model call.
+    ``skipped`` marks an evaluation not made (no model call), ``reason`` says why: its candidate
+    had already regressed (fail-fast: ``regressed``), the job was cancelled, or its budget was
+    exhausted (``budget_exhausted``); ``cached`` one answered from the eval cache without a model
+    call.
     """
 
     experiment_id: str
@@ -33,6 +36,11 @@ class EvalResult(Frozen):
     error: str | None = None
     cached: bool = False
     skipped: bool = False
+
+    @property
+    def budget_skipped(self) -> bool:
+        """Not made because the job's budget was exhausted."""
+        return self.skipped and self.reason == BUDGET_EXHAUSTED
 
     @property
     def success(self) -> bool:
@@ -126,12 +134,14 @@ def trial_summary(results: Sequence[EvalResult]) -> TrialSummary:
 
 
 class JobStats(Frozen):
-    """What the job cost: model calls made, evaluations the cache answered, fail-fast skips."""
+    """What the job cost: model calls made, evaluations the cache answered, fail-fast skips,
+    evaluations skipped because the job's budget was exhausted."""
 
     evaluations: int = 0
     model_calls: int = 0
     cache_hits: int = 0
     fail_fast_skipped: int = 0
+    budget_skipped: int = 0
     proposal_calls: int = 0
     errors: int = 0
     steps: int = 0
@@ -142,7 +152,9 @@ class JobStats(Frozen):
             evaluations=self.evaluations + len(rs),
             model_calls=self.model_calls + sum(1 for r in rs if not r.cached and not r.skipped),
             cache_hits=self.cache_hits + sum(1 for r in rs if r.cached),
-            fail_fast_skipped=self.fail_fast_skipped + sum(1 for r in rs if r.skipped),
+            fail_fast_skipped=self.fail_fast_skipped
+            + sum(1 for r in rs if r.skipped and not r.budget_skipped),
+            budget_skipped=self.budget_skipped + sum(1 for r in rs if r.budget_skipped),
             proposal_calls=self.proposal_calls + proposals,
             errors=self.errors + sum(1 for r in rs if r.error is not None),
             steps=self.steps + 1,

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import Field, TypeAdapter
 
 from optiflow.core.base import Verbosity
+from optiflow.core.budget import BUDGET_EXHAUSTED, budget_line
 from optiflow.core.compress import output as compress_output
 from optiflow.core.compress.report import OptimizationReport
 from optiflow.core.compress.spec import CompressSpec
@@ -72,21 +73,29 @@ def base_tag(spec: AnySpec) -> tuple[str, str]:
 
 # -- what a report means ------------------------------------------------------------------------
 def render(report: AnyReport, verbosity: Verbosity = "summary") -> str:
-    """The report as text (``minimal``: one line)."""
+    """The report as text (``minimal``: one line), with the job's budget when it had one."""
+    budget = report.budget
     match report:
         case OptimizationReport():
-            return compress_output.render(report, verbosity)
+            text = compress_output.render(report, verbosity)
         case OptimizationHistory():
-            return optimize_output.summary_box(report, verbosity)
+            text = optimize_output.summary_box(report, verbosity)
         case MeasureDocument():
             if verbosity == "minimal":
-                return measure_output.headline(report)
-            return "\n".join(f"  {line}" for line in measure_output.report_lines(report, verbosity))
+                text = measure_output.headline(report)
+            else:
+                text = "\n".join(f"  {line}" for line in measure_output.report_lines(report, verbosity))
+    if budget is None:
+        return text
+    if verbosity == "minimal":
+        return f"{text}; budget exhausted" if budget.exhausted else text
+    return f"{text}\n  {budget_line(budget)}"
 
 
 def closing_line(report: AnyReport | None, name: str) -> str | None:
     """A line a watcher prints when the job ends, before its status (seed 003 names the reason
-    an optimize run terminated)."""
+    an optimize run terminated). A job that ran out of its budget said so with its
+    ``budget_exhausted`` event."""
     if isinstance(report, OptimizationHistory):
         return optimize_output.termination_line(name, report.termination_reason)
     return None
@@ -136,6 +145,8 @@ def event_line(kind: str, name: str, event: Event) -> str | None:
     """One progress line per event, in seed 003's ``KIND [use case] ...`` style; None for an event
     the kind does not speak of (an optimize job speaks in iterations, not trials)."""
     p = event.payload
+    if event.type == BUDGET_EXHAUSTED:
+        return f"{kind.upper()} [{name}] {p.get('line')}"
     if isinstance(p.get("line"), str):  # a line the workflow wrote (seed 003's iteration lines)
         return str(p["line"])
     if kind == "optimize" and event.type in (

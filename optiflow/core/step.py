@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.budget import BudgetReport
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.experiment import Experiment
 from optiflow.core.model import ModelConfig
@@ -130,10 +131,18 @@ class Step(Frozen):
 
 
 class StepResults(Frozen):
-    """What a step's chord produced, with the step it answers."""
+    """What a step's chord produced, with the step it answers. ``budget`` (a job with a budget)
+    is the job's spend once the step ended, read by the driver from the job scratch: when it says
+    ``exhausted``, evaluations of the step may have been skipped for the budget (reason
+    ``budget_exhausted``) and the workflow ends the job with what it has."""
 
     step: Step
     evals: tuple[EvalResult, ...] = ()
     edits: tuple[SectionEdit, ...] = ()
     proposal_errors: tuple[ProposalError, ...] = ()
     rewrites: tuple[RewriteReply, ...] = ()
+    budget: BudgetReport | None = None
+
+    @property
+    def budget_exhausted(self) -> bool:
+        return self.budget is not None and self.budget.exhausted

@@ -16,6 +16,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from optiflow.core import progress
 from optiflow.core.actions import Action, Fail, Finish
+from optiflow.core.budget import BUDGET_EXHAUSTED, BudgetReport, budget_line
 from optiflow.core.checkpoint import JobState
 from optiflow.core.records import Event, Rejection, Trial
 from optiflow.core.step import Step, StepResults
@@ -75,7 +76,8 @@ def advanced(
 ) -> Transition[S]:
     """The transition of ``advance``: the step's trials (one per target, unless the workflow
     gives richer ones), the trial counts carried in the state, and the events a watcher sees —
-    the trials, the progress counts, then the workflow's own (iterations, a new best)."""
+    the trials, the progress counts, then the workflow's own (iterations, a new best), and
+    ``budget_exhausted`` when the step ran out of the job's budget."""
     made = tuple(progress.step_trials(results.step, results) if trials is None else trials)
     state = state.model_copy(
         update={
@@ -99,12 +101,26 @@ def advanced(
             *progress.trial_events(made),
             progress.progress_event(results.step.index + 1, counts),
             *events,
+            *((exhausted_event(results.budget),) if results.budget and results.budget.exhausted else ()),
         ),
     )
+
+
+def exhausted_event(report: BudgetReport) -> Event:
+    """The job's budget ran out (stored once per job: a stable key); the payload is the
+    :class:`~optiflow.core.budget.BudgetReport` and its ``line`` (what the page shows)."""
+    payload = {**report.model_dump(mode="json"), "line": budget_line(report)}
+    return Event(type=BUDGET_EXHAUSTED, key=BUDGET_EXHAUSTED, payload=payload)
+
+
+def noted(state: S, results: StepResults) -> S:
+    """``state`` with the job's budget and spend after this step (a job without a budget: as it
+    is). A workflow calls it first in ``advance``, so the report it may build carries them."""
+    return state if results.budget is None else state.model_copy(update={"budget": results.budget})
 
 
 def _next_step(action: Action) -> Step | None:
     return action if isinstance(action, Step) else None
 
 
-__all__ = ["TokenCounter", "Transition", "Workflow", "advanced", "started"]
+__all__ = ["TokenCounter", "Transition", "Workflow", "advanced", "exhausted_event", "noted", "started"]

@@ -30,6 +30,7 @@ from optiflow.core.result import FinalStatus, OptimizeResult
 from optiflow.core.sections import path_str
 from optiflow.core.step import EvalTarget, ProposalError, RewriteReply, SectionEdit, Step, StepResults
 from optiflow.core.workflow import Transition
+from optiflow.distributed.budget import with_budget
 from optiflow.distributed.publishing import batched
 from optiflow.persistence.jobs import JobRecord, JobStatus
 
@@ -76,7 +77,7 @@ def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequenc
         complete(app, rt, rec, "cancelled", error="cancelled by user")
         return
     wf = rt.workflow(job_id)
-    results = parse_results(step, raw)
+    results = with_budget(rt, job_id, parse_results(step, raw))
     tr = wf.advance(wf.load_state(rec.state or {}), results)
     if not _record(rt, rec, tr, expected_step=step_index):
         log.warning("job %s: step %s already advanced by another delivery", job_id, step_index)

@@ -49,7 +49,7 @@ def register_tasks(app: Celery, rt: Runtime) -> None:
 
     @app.task(name="optiflow.rewrite", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def rewrite(job_id: str, request: dict[str, Any]) -> dict[str, Any]:
-        return work.rewrite_one(request)
+        return work.rewrite_one(rt, job_id, request)
 
     @app.task(name="optiflow.advance", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def advance(results: list[Any], job_id: str, step_index: int) -> None:

@@ -1,21 +1,31 @@
-"""The bodies of the header tasks: one evaluation, one section proposal.
+"""The bodies of the header tasks: one evaluation, one section proposal, one rewrite.
 
-Both return small JSON dicts (chord messages stay small) and never raise for a model failure:
+Each returns a small JSON dict (chord messages stay small) and never raises for a model failure:
 a failed evaluation is a failing record and a failed proposal a ``proposal_error``, because one
 raising header task would stop the chord body from ever running.
+
+A job with a budget (``max_cost_usd`` / ``max_tokens``): each checks the job's spend before its
+model call and makes none once the budget is exhausted (an evaluation is skipped with reason
+``budget_exhausted``, a proposal or rewrite fails with that error), then charges what its calls
+cost (:func:`optiflow.llm.usage.metered`). An evaluation does both on the round trips it
+already makes (``scratch.lookup`` before, ``scratch.record`` after).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from optiflow.core.budget import BUDGET_EXHAUSTED, Charge, budget_line, budget_report
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.sections import SectionPath, parse_path
 from optiflow.core.step import ProposalError, SectionEdit
 from optiflow.distributed.scratch import cache_key
-from optiflow.errors import OptiflowError
+from optiflow.errors import BudgetExhaustedError, OptiflowError
+from optiflow.llm.usage import metered
 
 if TYPE_CHECKING:
     from optiflow.distributed.runtime import Runtime
@@ -49,17 +59,20 @@ def evaluate_one(
             "run": run,
         }
     )
-    skip, hit = rt.scratch.lookup(job_id, experiment_id, key)
+    budget = spec.budget
+    skip, hit = rt.scratch.lookup(job_id, experiment_id, key, budget)
     if skip is not None:
-        rt.scratch.record(job_id, experiment_id, key, None, regressed=False)
+        skipped = Charge(skipped=1) if skip == BUDGET_EXHAUSTED else None
+        rt.scratch.record(job_id, experiment_id, key, None, regressed=False, charge=skipped)
         return _out(
             EvalResult(experiment_id=experiment_id, sample_id=sample_id, run=run, skipped=True, reason=skip)
         )
+    charge = None
     if hit is not None:
         result = hit.model_copy(update={"experiment_id": experiment_id, "run": run, "cached": True})
         fresh = None
     else:
-        with while_waiting(lambda: rt.scratch.beat(job_id)):  # a rate-limited wait is no stall
+        with while_waiting(lambda: rt.scratch.beat(job_id)), metered() as meter:  # a wait is no stall
             result = evaluate_rendered(
                 rendered=rendered,
                 sample=sample,
@@ -71,8 +84,9 @@ def evaluate_one(
                 check_timeout_s=rt.settings.check_timeout_s,
             )
         fresh = result if result.error is None else None  # errors are retried, never cached
+        charge = meter.charge if budget is not None else None
     regressed = guarded and not (result.success and result.passed)
-    rt.scratch.record(job_id, experiment_id, key, fresh, regressed)
+    rt.scratch.record(job_id, experiment_id, key, fresh, regressed, charge=charge, budget=budget)
     return _out(result)
 
 
@@ -84,7 +98,8 @@ def propose_one(rt: Runtime, job_id: str, path_text: str) -> dict[str, Any]:
             raise TypeError(f"section proposals are for compress jobs, not {spec.kind}")
         from optiflow.llm.limiter import while_waiting
 
-        with while_waiting(lambda: rt.scratch.beat(job_id)):
+        _check_budget(rt, job_id)
+        with while_waiting(lambda: rt.scratch.beat(job_id)), _charged(rt, job_id):
             edit = propose_edit(spec, path)
     except Exception as exc:  # a proposal failure skips the section; the job goes on
         log.warning("job %s: compressing %s failed: %s", job_id, path_text, exc)
@@ -92,14 +107,47 @@ def propose_one(rt: Runtime, job_id: str, path_text: str) -> dict[str, Any]:
     return {"edit": edit.model_dump(mode="json")}
 
 
-def rewrite_one(request: dict[str, Any]) -> dict[str, Any]:
+def rewrite_one(rt: Runtime, job_id: str, request: dict[str, Any]) -> dict[str, Any]:
     """Run one rewrite request of an optimizer; its failure is a reply with ``error``, never a
     raise (the chord must complete)."""
-    from optiflow.core.step import RewriteRequest
+    from optiflow.core.step import RewriteReply, RewriteRequest
     from optiflow.llm.rewrite import run_rewrite
 
-    reply = run_rewrite(RewriteRequest.model_validate(request))
+    req = RewriteRequest.model_validate(request)
+    try:
+        _check_budget(rt, job_id)
+    except BudgetExhaustedError as exc:
+        return {"rewrite": RewriteReply(id=req.id, error=str(exc)).model_dump(mode="json")}
+    with _charged(rt, job_id):
+        reply = run_rewrite(req)
     return {"rewrite": reply.model_dump(mode="json")}
+
+
+def _check_budget(rt: Runtime, job_id: str) -> None:
+    """Raise :class:`~optiflow.errors.BudgetExhaustedError` (and count the call skipped) when the
+    job's spend has reached its budget."""
+    budget = rt.spec(job_id).budget
+    if budget is None:
+        return
+    spend = rt.scratch.spend(job_id)
+    if budget.exhausted_by(spend.cost_usd, spend.tokens):
+        rt.scratch.charge(job_id, Charge(skipped=1))
+        raise BudgetExhaustedError(budget_line(budget_report(budget, spend)))
+
+
+@contextmanager
+def _charged(rt: Runtime, job_id: str) -> Iterator[None]:
+    """Charge what the block's model calls cost to the job's budget (a job with one)."""
+    budget = rt.spec(job_id).budget
+    if budget is None:
+        yield
+        return
+    with metered() as meter:
+        try:
+            yield
+        finally:
+            if meter.calls:
+                rt.scratch.charge(job_id, meter.charge, budget)
 
 
 def propose_edit(spec: CompressSpec, path: SectionPath) -> SectionEdit:

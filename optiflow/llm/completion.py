@@ -26,6 +26,8 @@ transient error or the error was permanent).
   (``Retry-After``, ``x-ratelimit-*``) after it (:mod:`optiflow.llm.limiter`); ``wait_ms`` is
   the time waited, outside ``latency_ms``. A 429 on a limited route is retried without a backoff
   of its own: the limiter's pause is the backoff, for the whole fleet.
+- Usage: every call's cost and tokens (prompt + completion) go to the meters open in its context
+  (:func:`optiflow.llm.usage.metered`): what a job's budget is charged.
 - ``metadata`` (e.g. ``{"sample_id", "run", "experiment_id"}``) is passed to litellm as
   ``metadata`` with ``attempt`` added; the simulated provider seeds noise and injected errors
   from it. litellm does not send ``metadata`` to providers.
@@ -45,6 +47,7 @@ from pydantic import Field
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.model import ModelConfig
 from optiflow.core.rate_limits import RouteLimit
+from optiflow.llm import usage
 from optiflow.llm.limiter import (
     LEASE_MARGIN_S,
     Lease,
@@ -154,7 +157,20 @@ def complete(
     Every attempt of a call whose model matches a configured route first waits for the route's
     limiter (``limiter``, else the one installed in this process: see
     :mod:`optiflow.llm.limiter`), then reports what the provider said; a 429 on a limited route
-    is retried after the route's pause (the limiter's wait), not after a backoff of its own."""
+    is retried after the route's pause (the limiter's wait), not after a backoff of its own.
+    What the call cost goes to the open meters (:mod:`optiflow.llm.usage`)."""
+    result = _complete(config, messages, metadata, backoff_base_s, limiter)
+    usage.report(result.cost, result.prompt_tokens + result.completion_tokens)
+    return result
+
+
+def _complete(
+    config: ModelConfig,
+    messages: Sequence[Message],
+    metadata: Mapping[str, JSONValue] | None,
+    backoff_base_s: float | None,
+    limiter: Limiter | None,
+) -> Completion:
     litellm = get_litellm()
     base = backoff_base() if backoff_base_s is None else backoff_base_s
     stream = wants_stream(config)

@@ -62,6 +62,12 @@ def progress(prefix: str, job_id: str) -> str:
     return f"{prefix}:job:{job_id}:progress"
 
 
+def spend(prefix: str, job_id: str, counter: str) -> str:
+    """String, with TTL: one counter of the job's spend (``usd``, ``tokens``, ``skipped``,
+    ``over``), added to atomically by every worker (INCRBYFLOAT / INCRBY)."""
+    return f"{prefix}:job:{job_id}:spend:{counter}"
+
+
 def lock(prefix: str, name: str) -> str:
     """String, with TTL: a named lock (the recovery sweep, re-issuing one job's action)."""
     return f"{prefix}:lock:{name}"

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from optiflow.core.budget import Charge, JobBudget, Spend
 from optiflow.core.evaluation import EvalResult
 from optiflow.distributed.scratch import JobScratch, MemoryJobScratch, RedisJobScratch, cache_key
 
@@ -101,3 +102,61 @@ def test_beat_moves_a_running_steps_beat_only(scratch: JobScratch) -> None:
     later = scratch.progress("j")
     assert later is not None and later.beat > first.beat
     assert (later.step, later.total, later.done) == (1, 4, 0)  # a beat is no evaluation done
+
+
+# -- the job's spend (budgets) ---------------------------------------------------------------------
+BUDGET = JobBudget(max_cost_usd=1.0, max_tokens=1000)
+
+
+def test_spend_starts_at_zero_and_adds_every_charge(scratch: JobScratch) -> None:
+    assert scratch.spend("j") == Spend()
+    scratch.record("j", "e1", "k1", RESULT, regressed=False, charge=Charge(cost_usd=0.25, tokens=100))
+    scratch.record("j", "e1", "k2", None, regressed=False, charge=Charge(skipped=1))
+    after = scratch.charge("j", Charge(cost_usd=0.125, tokens=20))
+    assert after == scratch.spend("j") == Spend(cost_usd=0.375, tokens=120, skipped=1)
+    assert scratch.spend("other") == Spend()
+    scratch.clear("j")
+    assert scratch.spend("j") == Spend()
+
+
+def test_lookup_skips_for_the_budget_once_either_cap_is_reached(scratch: JobScratch) -> None:
+    scratch.record("j", "e1", "cached", RESULT, regressed=False, charge=Charge(cost_usd=0.5, tokens=500))
+    assert scratch.lookup("j", "e1", "k", BUDGET) == (None, None)  # half spent
+    assert scratch.lookup("j", "e1", "k", None) == (None, None)
+    scratch.charge("j", Charge(cost_usd=0.1, tokens=500))  # tokens reach their cap
+    assert scratch.lookup("j", "e1", "k", BUDGET) == ("budget_exhausted", None)
+    assert scratch.lookup("j", "e1", "k", JobBudget(max_cost_usd=1.0)) == (None, None)
+    assert scratch.lookup("j", "e1", "k", None) == (None, None)  # a job without a budget
+    # a cached answer costs no call: still served; cancel and fail-fast come first
+    skip, hit = scratch.lookup("j", "e2", "cached", BUDGET)
+    assert skip is None and hit == RESULT.compact()
+    scratch.record("j", "e3", "x", None, regressed=True)
+    assert scratch.lookup("j", "e3", "k", BUDGET) == ("regressed", None)
+    scratch.cancel("j")
+    assert scratch.lookup("j", "e1", "k", BUDGET) == ("cancelled", None)
+
+
+def test_charges_ending_at_or_past_the_budget_are_over_calls(scratch: JobScratch) -> None:
+    budget = JobBudget(max_cost_usd=1.0)
+    scratch.charge("j", Charge(cost_usd=0.6), budget)
+    scratch.record("j", "e1", "k1", None, regressed=False, charge=Charge(cost_usd=0.4), budget=budget)
+    assert scratch.spend("j").over_calls == 1  # the call that reached the budget
+    scratch.record("j", "e1", "k2", None, regressed=False, charge=Charge(cost_usd=0.2), budget=budget)
+    scratch.charge("j", Charge(skipped=1), budget)  # a skipped call spends nothing
+    scratch.charge("j", Charge(), budget)  # nor does a failed one
+    assert scratch.spend("j") == Spend(cost_usd=1.2, tokens=0, skipped=1, over_calls=2)
+    scratch.charge("k", Charge(cost_usd=5.0))  # no budget given: nothing counts as over
+    assert scratch.spend("k").over_calls == 0
+
+
+def test_concurrent_charges_all_add_up(scratch: JobScratch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> None:
+        scratch.record("j", "e1", f"k{i}", None, regressed=False, charge=Charge(cost_usd=0.125, tokens=3))
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, range(200)))
+    assert scratch.spend("j") == Spend(cost_usd=25.0, tokens=600)
+    progress = scratch.progress("j")
+    assert progress is not None and progress.done == 200

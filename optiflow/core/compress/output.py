@@ -52,6 +52,9 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
         bound = "≥" if r.regression_count_is_lower_bound else ""
         what = r.reason or f"{bound}{r.regression_count} regression(s)"
         head = f"  - {path_str(r.section_path):<28} -{r.token_reduction:>5} tokens"
+        if r.reason.startswith("undecided") and report.budget is not None and report.budget.exhausted:
+            lines.append(f"{head}  not accepted at {r.stage}: undecided, the budget ran out")
+            continue
         lines.append(f"{head}  rejected at {r.stage}: {what}")
     if report.combined is not None:
         lines.append(f"combined: {statistic(report.combined)}")

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, computed_field, model_validator
 
 from optiflow.core.base import Frozen
+from optiflow.core.budget import BudgetReport
 from optiflow.core.evaluation import JobStats
 from optiflow.core.gate.decision import GateStats
 from optiflow.core.gate.evidence import Assessment
@@ -62,6 +63,10 @@ class OptimizationReport(Frozen):
     rate, flaky samples, and (paired) the smallest drop the run budget can detect."""
     combined: GateStats | None = None
     """The decision on all accepted edits together (when more than one was accepted)."""
+    budget: BudgetReport | None = None
+    """The job's hard budget and spend (a job with a budget). When it ran out the job ended with
+    what it had decided; the edits left undecided are in :attr:`rejected`, ``reason``
+    ``undecided: ...``."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictBool, StrictInt, field_serializer, model_validator
 
-from optiflow.core.base import MAX_NAME_LENGTH, Frozen, JSONValue
+from optiflow.core.base import MAX_NAME_LENGTH, JSONValue
+from optiflow.core.budget import JobBudget
 from optiflow.core.checks import CheckSpec
 from optiflow.core.dataset import Dataset
 from optiflow.core.gate.spec import GateSpec
@@ -17,8 +18,9 @@ from optiflow.core.sections import SectionPath
 from optiflow.core.strategy import StrategySpec
 
 
-class CompressSpec(Frozen):
-    """Everything a compress job needs; self-contained so workers never re-read user files."""
+class CompressSpec(JobBudget):
+    """Everything a compress job needs; self-contained so workers never re-read user files.
+    ``max_cost_usd`` / ``max_tokens``: the job's hard budget (:class:`JobBudget`)."""
 
     kind: Literal["compress"] = "compress"
     name: str = Field(default="compress", max_length=MAX_NAME_LENGTH)

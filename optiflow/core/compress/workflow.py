@@ -38,6 +38,7 @@ from pydantic import Field
 
 from optiflow.core.actions import Action, Fail, Finish
 from optiflow.core.base import Frozen
+from optiflow.core.budget import budget_line
 from optiflow.core.checkpoint import JobState
 from optiflow.core.compress.report import Modification, OptimizationReport, RejectedModification
 from optiflow.core.compress.spec import CompressSpec
@@ -52,7 +53,7 @@ from optiflow.core.overrides import SectionOverride
 from optiflow.core.records import Trial
 from optiflow.core.sections import SectionPath, path_str
 from optiflow.core.step import EvalTarget, ProposalError, SectionEdit, Step, StepResults
-from optiflow.core.workflow import TokenCounter, Transition, advanced, started
+from optiflow.core.workflow import TokenCounter, Transition, advanced, noted, started
 
 BASELINE = "baseline"
 
@@ -202,7 +203,7 @@ class CompressWorkflow:
         by_exp: dict[str, list[EvalResult]] = defaultdict(list)
         for r in results.evals:
             by_exp[r.experiment_id].append(r)
-        state = state.model_copy(
+        state = noted(state, results).model_copy(
             update={
                 "stats": state.stats.add(
                     results.evals, proposals=len(results.edits) + len(results.proposal_errors)
@@ -224,6 +225,8 @@ class CompressWorkflow:
                 ),
             }
         )
+        if results.budget_exhausted and state.phase != "done":
+            return self._out_of_budget(state, results)
         if state.phase == "baseline":
             return self._after_baseline(state, results, by_exp.get(self._experiment_id(BASELINE), []))
         if state.phase in ("candidates", "combined", "greedy"):
@@ -328,9 +331,7 @@ class CompressWorkflow:
             state = state.model_copy(update={"combined": known.stats})
             if known.accepted:
                 return self._finish(state, state.accepted)
-            queue = tuple(sorted(state.accepted, key=lambda m: -m.token_reduction))
-            state = state.model_copy(update={"phase": "greedy", "greedy_kept": (), "greedy_queue": queue})
-            return self._next_greedy(state)
+            return self._next_greedy(self._start_greedy(state))
         return self._next_greedy(self._greedy_record(state, known))
 
     def _record(
@@ -410,6 +411,78 @@ class CompressWorkflow:
         rejected = _rejection(mod, known, "greedy")
         return state.model_copy(update={"rejected": (*state.rejected, rejected), "greedy_queue": rest})
 
+    # -- the budget ran out -----------------------------------------------------------------
+    def _out_of_budget(self, state: CompressState, results: StepResults) -> tuple[CompressState, Action]:
+        """Finish with what was decided when the step ran out of the job's hard budget: a set the
+        gate can decide from the runs it got (a regression shown, or enough runs) is decided as
+        usual; one cut before its decision is *undecided*, never accepted. Greedy selection then
+        goes on from the sets already decided and stops at the first it would have to evaluate,
+        so accepted edits whose combination was never verified keep the largest alone."""
+        assert state.budget is not None
+        reason = f"undecided: {budget_line(state.budget)}"
+        if state.phase == "baseline":
+            edits = [e for e in results.edits if e.token_reduction > 0]
+            undecided = tuple(
+                _rejection(self._modification(e), SetDecision(accepted=False, reason=reason), "candidate")
+                for e in edits
+            )
+            made, passed, _ = state.baseline.totals(self.ids)
+            state = state.model_copy(
+                update={
+                    "baseline_pass_rate": passed / made if made else 0.0,  # over what was evaluated
+                    "proposal_errors": results.proposal_errors,
+                    "rejected": undecided,
+                }
+            )
+            return self._finish(state, ())
+        assert state.assessment is not None
+        decisions = {
+            s.suffix: decide(self.gate, state.assessment, state.baseline, s.outcomes) for s in state.pending
+        }
+        cut = [s for s in state.pending if not decisions[s.suffix].decided]
+        if state.phase == "candidates":
+            state = self._record(state, [s for s in state.pending if decisions[s.suffix].decided], decisions)
+            undecided_ = [
+                _rejection(s.mods[0], SetDecision(accepted=False, reason=reason), "candidate") for s in cut
+            ]
+            state = state.model_copy(update={"pending": (), "rejected": (*state.rejected, *undecided_)})
+            if len(state.accepted) <= 1:
+                return self._finish(state, state.accepted)
+            return self._greedy_from_memory(self._start_greedy(state), reason)
+        (s,) = state.pending
+        state = state.model_copy(update={"pending": ()})
+        if not cut:
+            known = self._remember(state, s, decisions[s.suffix])
+            state = state.model_copy(update={"known_sets": {**state.known_sets, _set_key(s.mods): known}})
+            if state.phase == "combined":
+                state = state.model_copy(update={"combined": known.stats})
+                if known.accepted:
+                    return self._finish(state, state.accepted)
+        if state.phase == "combined":
+            state = self._start_greedy(state)
+        return self._greedy_from_memory(state, reason)
+
+    def _start_greedy(self, state: CompressState) -> CompressState:
+        queue = tuple(sorted(state.accepted, key=lambda m: -m.token_reduction))
+        return state.model_copy(update={"phase": "greedy", "greedy_kept": (), "greedy_queue": queue})
+
+    def _greedy_from_memory(self, state: CompressState, reason: str) -> tuple[CompressState, Action]:
+        """Greedy on the sets already decided; the first set it would evaluate ends it, and every
+        edit left is undecided."""
+        while state.greedy_queue:
+            known = state.known_sets.get(_set_key((*state.greedy_kept, state.greedy_queue[0])))
+            if known is None:
+                undecided = tuple(
+                    _rejection(m, SetDecision(accepted=False, reason=reason), "greedy")
+                    for m in state.greedy_queue
+                )
+                state = state.model_copy(
+                    update={"rejected": (*state.rejected, *undecided), "greedy_queue": ()}
+                )
+                break
+            state = self._greedy_record(state, known)
+        return self._finish(state, state.greedy_kept)
+
     # -- helpers --------------------------------------------------------------------------
     def _guard(self, state: CompressState) -> frozenset[str]:
         """Fail-fast's watch list: the samples whose failure rejects a set at once (``strict``:
@@ -484,6 +557,7 @@ class CompressWorkflow:
             gate=state.assessment.gate if state.assessment else None,
             assessment=state.assessment,
             combined=state.combined,
+            budget=state.budget,
         )
         return state.model_copy(update={"phase": "done"}), Finish(report=report)
 

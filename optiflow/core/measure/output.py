@@ -30,6 +30,11 @@ def report_lines(doc: MeasureDocument, verbosity: Verbosity = "summary") -> list
             f"latency ms p50 {_ms(lat.p50)} p95 {_ms(lat.p95)} p99 {_ms(lat.p99)}; "
             f"ttft ms p50 {_ms(ttft.p50)} p95 {_ms(ttft.p95)} p99 {_ms(ttft.p99)}",
         ]
+    if doc.budget_exhausted:
+        lines.append(
+            f"the budget ran out: {doc.evaluations} of {doc.planned} evaluations made; the pass rate, "
+            "its interval and the rest are over those"
+        )
     if doc.fail_below is not None:
         lines.append(f"fail below {doc.fail_below:.1%}: lower bound {doc.wilson.lower:.1%} -> {verdict(doc)}")
     return lines

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.budget import BudgetReport
 from optiflow.core.evaluation import JobStats
 
 
@@ -41,14 +42,16 @@ class MeasureDocument(Frozen):
     runs: int
     samples: int
     evaluations: int
+    """Evaluations made: ``runs x samples``, fewer when the budget ran out (:attr:`budget`)."""
     passed: int
     errors: int
     pass_rate: float
     """Passed evaluations / evaluations (errors count as not passed)."""
     wilson: Interval
     run_pass_rates: tuple[float, ...] = ()
+    """Each run's pass rate over the evaluations it made."""
     consistently_passed: int = 0
-    """Samples that passed in every run."""
+    """Samples that passed in every run (every evaluation they got)."""
     failing_samples: tuple[str, ...] = ()
     """Samples that failed in at least one run."""
     prompt_tokens: int = 0
@@ -62,6 +65,18 @@ class MeasureDocument(Frozen):
     measured_at: datetime
     fail_below: float | None = None
     stats: JobStats = Field(default_factory=JobStats)
+    budget: BudgetReport | None = None
+    """The job's budget and spend (a job with a budget). ``exhausted``: the measurement was cut
+    and everything above is over the :attr:`evaluations` made."""
+
+    @property
+    def planned(self) -> int:
+        """The evaluations the job meant to make (``runs x samples``)."""
+        return self.runs * self.samples
+
+    @property
+    def budget_exhausted(self) -> bool:
+        return self.budget is not None and self.budget.exhausted
 
     @property
     def failed(self) -> bool:

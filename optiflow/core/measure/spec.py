@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, model_validator
 
-from optiflow.core.base import MAX_NAME_LENGTH, Frozen, JSONValue
+from optiflow.core.base import MAX_NAME_LENGTH, JSONValue
+from optiflow.core.budget import JobBudget
 from optiflow.core.checks import CheckSpec
 from optiflow.core.dataset import Dataset, Split
 from optiflow.core.model import ModelConfig
@@ -14,7 +15,10 @@ from optiflow.core.overrides import STABLE, SectionOverride
 from optiflow.core.prompt import Prompt
 
 
-class MeasureSpec(Frozen):
+class MeasureSpec(JobBudget):
+    """One tag measured ``runs`` times; ``max_cost_usd`` / ``max_tokens``: the job's hard budget
+    (:class:`JobBudget`): a measurement cut by it reports what was evaluated."""
+
     kind: Literal["measure"] = "measure"
     name: str = Field(default="measure", min_length=1, max_length=MAX_NAME_LENGTH)
     prompt: Prompt

@@ -6,6 +6,9 @@ a temporary tag ``opt-<job>-measure`` and evaluated ``runs`` times over the samp
 interval, the runs' pass rates and the samples passed in every run, tokens, cost, and latency /
 time-to-first-token percentiles (over answered calls). :func:`fails_below` is the cron rule: the
 interval's lower bound is under a required rate.
+
+A job whose budget ran out during the step reports over the evaluations that were made (its
+``budget`` says so, and how many were skipped); with none made, it fails.
 """
 
 from __future__ import annotations
@@ -16,14 +19,15 @@ from datetime import datetime
 from typing import Any, Literal
 
 from optiflow.core.actions import Action, Fail, Finish
+from optiflow.core.budget import BudgetReport, budget_line
 from optiflow.core.checkpoint import JobState
-from optiflow.core.evaluation import EvalResult, JobStats, summarize
+from optiflow.core.evaluation import EvalResult, JobStats
 from optiflow.core.experiment import Experiment, temp_tag_prefix
 from optiflow.core.measure.report import MeasureDocument, percentiles, wilson_interval
 from optiflow.core.measure.spec import MeasureSpec
 from optiflow.core.overrides import now
 from optiflow.core.step import EvalTarget, Step, StepResults
-from optiflow.core.workflow import TokenCounter, Transition, advanced, started
+from optiflow.core.workflow import TokenCounter, Transition, advanced, noted, started
 
 
 class MeasureState(JobState):
@@ -74,7 +78,7 @@ class MeasureWorkflow:
 
     def _advance(self, state: MeasureState, results: StepResults) -> tuple[MeasureState, Action]:
         at = self.clock()
-        state = state.model_copy(
+        state = noted(state, results).model_copy(
             update={
                 "stats": state.stats.add(results.evals),
                 "step_index": state.step_index + 1,
@@ -85,23 +89,37 @@ class MeasureWorkflow:
             return state, Fail(error="advance called on a finished measure job")
         rs = [r for r in results.evals if r.experiment_id == self.experiment_id and not r.skipped]
         if not rs:
+            if state.budget is not None and state.budget.exhausted:
+                return state, Fail(error=f"measure: nothing evaluated: {budget_line(state.budget)}")
             return state, Fail(error="measure: no evaluation result")
         if all(r.error is not None for r in rs):
             return state, Fail(error=f"measure: every evaluation failed: {rs[0].error}")
-        return state, Finish(report=self.document(rs, state.stats, at))
+        return state, Finish(report=self.document(rs, state.stats, at, budget=state.budget))
 
-    def document(self, results: Sequence[EvalResult], stats: JobStats, at: datetime) -> MeasureDocument:
+    def document(
+        self,
+        results: Sequence[EvalResult],
+        stats: JobStats,
+        at: datetime,
+        *,
+        budget: BudgetReport | None = None,
+    ) -> MeasureDocument:
+        """The document over ``results``: every (sample, run), or those made before the budget
+        ran out (then each run's rate is over its own evaluations, and a sample never evaluated
+        is neither passed nor failing)."""
         spec = self.spec
         ids = spec.sample_ids()
         passed = sum(1 for r in results if r.success and r.passed)
         n = len(results)
-        summary = summarize(results, ids)
         by_run: dict[int, list[EvalResult]] = defaultdict(list)
+        by_sample: dict[str, list[bool]] = defaultdict(list)
         for r in results:
             by_run[r.run].append(r)
+            by_sample[r.sample_id].append(r.success and r.passed)
         run_rates = tuple(
-            sum(1 for r in rs if r.success and r.passed) / len(ids) for _, rs in sorted(by_run.items())
+            sum(1 for r in rs if r.success and r.passed) / len(rs) for _, rs in sorted(by_run.items())
         )
+        consistently = [i for i in ids if by_sample.get(i) and all(by_sample[i])]
         answered = [r for r in results if r.success]
         prompt_tokens = sum(r.prompt_tokens for r in results)
         completion_tokens = sum(r.completion_tokens for r in results)
@@ -124,8 +142,8 @@ class MeasureWorkflow:
             pass_rate=passed / n,
             wilson=wilson_interval(passed, n, spec.confidence),
             run_pass_rates=run_rates,
-            consistently_passed=len(summary.consistently_passed),
-            failing_samples=tuple(i for i in ids if i not in summary.consistently_passed),
+            consistently_passed=len(consistently),
+            failing_samples=tuple(i for i in ids if by_sample.get(i) and not all(by_sample[i])),
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             total_tokens=prompt_tokens + completion_tokens,
@@ -137,4 +155,5 @@ class MeasureWorkflow:
             measured_at=at,
             fail_below=spec.fail_below,
             stats=stats,
+            budget=budget,
         )

@@ -200,6 +200,8 @@ def history_document(history: OptimizationHistory) -> dict[str, JSONValue]:
         "edges": [e.model_dump(mode="json") for e in graph.edges],
     }
     doc["stats"] = h.stats.model_dump(mode="json")
+    if h.budget is not None:
+        doc["budget"] = h.budget.model_dump(mode="json")
     return doc
 
 

@@ -17,7 +17,7 @@ from optiflow.core.base import Frozen
 from optiflow.core.optimize.trial import TrialResult
 from optiflow.core.records import Rejection
 
-IterationStatus = Literal["success", "no_candidates", "failed"]
+IterationStatus = Literal["success", "no_candidates", "failed", "budget_exhausted"]
 
 
 class IterationRecord(Frozen):

@@ -47,6 +47,8 @@ def iteration_line(use_case: str, it: IterationRecord) -> str:
         return f"{head}no candidate to evaluate {best}"
     if it.status == "failed":
         return f"{head}every trial failed {best}"
+    if it.status == "budget_exhausted":
+        return f"{head}the budget ran out before a trial was evaluated in full {best}"
     line = f"{head}score={fmt_score(it.score)} {best}"
     return f"{line} ↑ NEW BEST" if it.new_best and it.number > 0 else line
 

@@ -85,6 +85,8 @@ def _status(value: Any) -> IterationStatus:
     text = str(value or "success").lower()
     if text == "no_candidates":
         return "no_candidates"
+    if text == "budget_exhausted":
+        return "budget_exhausted"
     return "failed" if text == "failed" else "success"
 
 

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field
 
 from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.budget import BudgetReport
 from optiflow.core.evaluation import JobStats
 from optiflow.core.optimize.acceptance import AcceptanceSpec
 from optiflow.core.optimize.configuration import Configuration, TreatmentFactor
@@ -62,6 +63,9 @@ class OptimizationHistory(Frozen):
     test: TestReport | None = None
     proposal_errors: tuple[str, ...] = ()
     stats: JobStats = Field(default_factory=JobStats)
+    budget: BudgetReport | None = None
+    """The job's hard budget and spend (a job with ``max_cost_usd`` / ``max_tokens``); when it
+    ran out the run ended there (``termination_reason`` ``budget_exhausted``, or a cut test step)."""
 
     # -- seed 003's query methods --------------------------------------------------------------
     def trial(self, candidate_id: str) -> TrialResult | None:

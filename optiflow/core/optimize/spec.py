@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 
-from optiflow.core.base import MAX_NAME_LENGTH, Frozen, JSONValue
+from optiflow.core.base import MAX_NAME_LENGTH, JSONValue
+from optiflow.core.budget import JobBudget
 from optiflow.core.checks import CheckSpec
 from optiflow.core.dataset import Dataset
 from optiflow.core.model import ModelConfig
@@ -34,7 +35,11 @@ from optiflow.core.prompt import Prompt
 from optiflow.core.sections import SectionPath, path_str
 
 
-class OptimizeSpec(Frozen):
+class OptimizeSpec(JobBudget):
+    """``max_cost_usd`` / ``max_tokens`` (:class:`JobBudget`) are the hard budget, enforced before
+    every model call; the ``token_budget`` / ``cost_budget`` termination policies are the soft one,
+    checked between iterations."""
+
     kind: Literal["optimize"] = "optimize"
     name: str = Field(default="optimize", min_length=1, max_length=MAX_NAME_LENGTH)
     """The use case id (seed 003's ``useCaseId``)."""

@@ -39,6 +39,8 @@ class TerminationCause(StrEnum):
     """The optimizer's own ``should_stop`` (its :class:`StopReason` in ``optimizer_reason``)."""
     EXHAUSTED = "exhausted"
     """The optimizer proposed nothing."""
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    """The job's hard budget (``max_cost_usd`` / ``max_tokens``) ran out during a step."""
 
 
 POLICY_CAUSES = frozenset(

@@ -22,6 +22,12 @@ Steps (each is one chord):
 3. ``test`` (splits only, when the dataset has test samples): the baseline and the best on the
    test split.
 
+A step that ran out of the job's hard budget (``max_cost_usd`` / ``max_tokens``: the step's
+results say ``budget_exhausted``) ends the run there with termination reason
+``budget_exhausted``: the baseline is recorded over what was evaluated; the iteration's
+candidates evaluated in full are decided as usual, and those cut short are ``cancelled`` trials,
+never accepted nor observed; no test step is started (a cut test step reports what it got).
+
 ``Finish`` carries an :class:`OptimizationHistory`. Time comes from the injected ``clock``; the
 termination policies read it, nothing else does.
 """
@@ -35,6 +41,7 @@ from typing import Any
 
 from optiflow.core import progress
 from optiflow.core.actions import Action, Fail, Finish
+from optiflow.core.budget import budget_line
 from optiflow.core.evaluation import EvalResult, trial_summary
 from optiflow.core.experiment import Experiment, temp_tag_prefix
 from optiflow.core.optimize.acceptance import Contender, decide
@@ -53,7 +60,7 @@ from optiflow.core.overrides import SectionOverride, now
 from optiflow.core.records import Event, Trial
 from optiflow.core.sections import SectionPath
 from optiflow.core.step import EvalTarget, RewriteReply, Step, StepResults
-from optiflow.core.workflow import TokenCounter, Transition, advanced, started
+from optiflow.core.workflow import TokenCounter, Transition, advanced, noted, started
 
 BASELINE_ID = "c0"
 Clock = Callable[[], datetime]
@@ -207,7 +214,7 @@ class OptimizeWorkflow:
 
     def _advance(self, state: OptimizeState, results: StepResults) -> tuple[OptimizeState, Action]:
         at = self.clock()
-        state = state.model_copy(
+        state = noted(state, results).model_copy(
             update={
                 "stats": state.stats.add(results.evals, proposals=len(results.rewrites)),
                 "step_index": state.step_index + 1,
@@ -217,6 +224,8 @@ class OptimizeWorkflow:
         for r in results.evals:
             by_exp[r.experiment_id].append(r)
         try:
+            if results.budget_exhausted and state.phase in ("baseline", "propose", "trials"):
+                return self._out_of_budget(state, results, by_exp, at)
             if state.phase == "baseline":
                 return self._after_baseline(state, by_exp, at)
             if state.phase == "propose":
@@ -237,29 +246,7 @@ class OptimizeWorkflow:
         if not trial.completed or trial.acceptance_score is None or trial.objective_score is None:
             failed = state.model_copy(update={"phase": "done", "ended_at": at, "trials": (trial,)})
             return failed, Fail(error=f"baseline evaluation failed: {trial.error}")
-        trial = trial.model_copy(update={"accepted": True})
-        record = IterationRecord(
-            number=0,
-            step_index=0,
-            candidate_ids=(BASELINE_ID,),
-            best_candidate_id=BASELINE_ID,
-            score=trial.acceptance_score,
-            new_best=True,
-            best_candidate_so_far=BASELINE_ID,
-            best_so_far=trial.acceptance_score,
-            tokens=trial.total_tokens,
-            cost=trial.total_cost,
-            started_at=state.iteration_started_at,
-            ended_at=at,
-        )
-        state = state.model_copy(
-            update={
-                "trials": (trial,),
-                "iterations": (record,),
-                "best_candidate_id": BASELINE_ID,
-                "pending": (),
-            }
-        )
+        state = self._baseline_recorded(state, trial, at)
         spec = self.spec
         context = RunContext(
             optimization_id=self.job_id,
@@ -275,6 +262,34 @@ class OptimizeWorkflow:
         )
         opt_state = self._call("initialize", lambda: self.optimizer.initialize(context))
         return self._after_iteration(state.model_copy(update={"optimizer": opt_state}), at)
+
+    @staticmethod
+    def _baseline_recorded(state: OptimizeState, trial: TrialResult, at: datetime) -> OptimizeState:
+        """The baseline's trial, accepted as the first best: iteration 0."""
+        assert trial.acceptance_score is not None
+        trial = trial.model_copy(update={"accepted": True})
+        record = IterationRecord(
+            number=0,
+            step_index=0,
+            candidate_ids=(BASELINE_ID,),
+            best_candidate_id=BASELINE_ID,
+            score=trial.acceptance_score,
+            new_best=True,
+            best_candidate_so_far=BASELINE_ID,
+            best_so_far=trial.acceptance_score,
+            tokens=trial.total_tokens,
+            cost=trial.total_cost,
+            started_at=state.iteration_started_at,
+            ended_at=at,
+        )
+        return state.model_copy(
+            update={
+                "trials": (trial,),
+                "iterations": (record,),
+                "best_candidate_id": BASELINE_ID,
+                "pending": (),
+            }
+        )
 
     def _after_iteration(self, state: OptimizeState, at: datetime) -> tuple[OptimizeState, Action]:
         history = state.history()
@@ -384,6 +399,12 @@ class OptimizeWorkflow:
         self, state: OptimizeState, trials: list[TrialResult], at: datetime, *, step_index: int | None
     ) -> tuple[OptimizeState, Action]:
         """Acceptance, the iteration record, ``observe``, then the stop checks."""
+        return self._after_iteration(self._recorded(state, trials, at, step_index=step_index), at)
+
+    def _recorded(
+        self, state: OptimizeState, trials: list[TrialResult], at: datetime, *, step_index: int | None
+    ) -> OptimizeState:
+        """Acceptance, the iteration record and ``observe``: the state after an iteration."""
         best = state.best_trial
         assert best is not None and best.acceptance_score is not None and state.optimizer is not None
         completed = [t for t in trials if t.completed and t.acceptance_score is not None]
@@ -428,7 +449,7 @@ class OptimizeWorkflow:
         opt = state.optimizer
         observed_trials = [t for t in trials if t.completed]
         observed = self._call("observe", lambda: self.optimizer.observe(opt, observed_trials))
-        state = state.model_copy(
+        return state.model_copy(
             update={
                 "trials": state.trials + tuple(trials),
                 "iterations": (*state.iterations, record),
@@ -437,7 +458,48 @@ class OptimizeWorkflow:
                 "optimizer": observed,
             }
         )
-        return self._after_iteration(state, at)
+
+    def _out_of_budget(
+        self,
+        state: OptimizeState,
+        results: StepResults,
+        by_exp: Mapping[str, list[EvalResult]],
+        at: datetime,
+    ) -> tuple[OptimizeState, Action]:
+        """The step ran out of the job's budget: record what it evaluated and end the run with
+        termination reason ``budget_exhausted`` (no further step, no test step)."""
+        assert state.budget is not None
+        line = budget_line(state.budget)
+        if state.phase == "baseline":
+            trial = self._trial(state.candidate(BASELINE_ID), by_exp)
+            if not trial.completed or trial.acceptance_score is None:
+                failed = state.model_copy(update={"phase": "done", "ended_at": at, "trials": (trial,)})
+                return failed, Fail(error=f"the budget ran out before the baseline was evaluated: {line}")
+            state = self._baseline_recorded(state, trial, at)
+        elif state.phase == "propose":  # the rewrites are not evaluated: no iteration
+            errors = tuple(f"{r.id}: {r.error}" for r in results.rewrites if r.error is not None)
+            state = state.model_copy(update={"proposal_errors": state.proposal_errors + errors})
+        elif state.phase == "trials":
+            trials = [self._cut(self._trial(state.candidate(cid), by_exp), by_exp) for cid in state.pending]
+            state = self._recorded(state, trials, at, step_index=state.step_index - 1)
+            if not any(t.completed for t in trials):
+                last = state.iterations[-1].model_copy(update={"status": "budget_exhausted"})
+                state = state.model_copy(update={"iterations": (*state.iterations[:-1], last)})
+        reason = TerminationReason(
+            cause=TerminationCause.BUDGET_EXHAUSTED, message=line[0].upper() + line[1:]
+        )
+        return self._finish(state.model_copy(update={"termination": reason, "pending": ()}), at)
+
+    @staticmethod
+    def _cut(trial: TrialResult, by_exp: Mapping[str, list[EvalResult]]) -> TrialResult:
+        """A trial whose evaluations the budget cut short is ``cancelled``: its score is over a
+        part of the samples, so it is neither accepted nor shown to the optimizer."""
+        rs = by_exp.get(trial.experiment_id, [])
+        skipped = sum(1 for r in rs if r.budget_skipped)
+        if not skipped:
+            return trial
+        error = f"budget exhausted: {len(rs) - skipped} of {len(rs)} evaluations made"
+        return trial.model_copy(update={"status": "cancelled", "error": error})
 
     def _stop(
         self, state: OptimizeState, reason: TerminationReason, at: datetime
@@ -533,6 +595,7 @@ class OptimizeWorkflow:
             test=state.test,
             proposal_errors=state.proposal_errors,
             stats=state.stats,
+            budget=state.budget,
         )
 
     def _trial(self, candidate: Candidate, by_exp: Mapping[str, list[EvalResult]]) -> TrialResult:

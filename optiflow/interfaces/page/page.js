@@ -716,6 +716,18 @@ function renderSteps() {
   }));
 }
 
+function budgetText(b) {
+  const caps = [];
+  if (b.max_cost_usd !== null && b.max_cost_usd !== undefined) caps.push(`$${b.spent_usd.toPrecision(4)} of $${b.max_cost_usd}`);
+  if (b.max_tokens !== null && b.max_tokens !== undefined) caps.push(`${int(b.spent_tokens)} of ${int(b.max_tokens)} tokens`);
+  let text = `spent ${caps.join(" and ")}`;
+  if (b.exhausted) {
+    text += ` · ran out at step ${b.step}: overspend $${b.overspend_usd.toPrecision(3)} by ${int(b.over_calls)} call(s) in flight, ` +
+      `${int(b.skipped_calls)} call(s) skipped`;
+  }
+  return text;
+}
+
 function renderCost() {
   const stats = S.report && S.report.stats;
   const steps = (S.trials && S.trials.steps) || [];
@@ -734,6 +746,8 @@ function renderCost() {
       ["errors", int(stats.errors)],
       ["steps", int(stats.steps)],
     ];
+    const b = S.report.budget;
+    if (b) rows.push(["budget", budgetText(b)]);
   } else {
     const done = steps.filter((st) => st.state === "done").reduce((a, st) => a + st.evaluations, 0);
     const failed = trialList().filter((t) => t.status === "failed").length;
@@ -744,7 +758,7 @@ function renderCost() {
     ];
   }
   $("cost").replaceChildren(...rows.flatMap(([k, v]) => [h("dt", { text: k }),
-    h("dd", { class: /errors|failed/.test(k) && v !== "0" ? "failed" : "", text: v })]));
+    h("dd", { class: (/errors|failed/.test(k) && v !== "0") || (k === "budget" && /ran out/.test(v)) ? "failed" : "", text: v })]));
 }
 
 // -- optimize: best so far, trials, lineage, rejections ------------------------------------------
