@@ -47,8 +47,9 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from optiflow.core.compress import CompressSpec
-from optiflow.core.measure import MeasureDocument, MeasureSpec, wilson_interval
+from optiflow.core.compress.spec import CompressSpec
+from optiflow.core.measure.report import MeasureDocument, wilson_interval
+from optiflow.core.measure.spec import MeasureSpec
 from optiflow.core.model import ModelConfig
 from optiflow.core.overrides import SectionOverride
 from optiflow.core.prompt import Prompt

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bench.record_runs import HARMFUL_PATH, OUT, Recording, harmful_overrides, load
-from optiflow.core.compress import CompressSpec
+from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.overrides import PromptOverrides
 from optiflow.jobfile import load_job
 from tests.support.workers import ROOT
