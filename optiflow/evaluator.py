@@ -19,6 +19,7 @@ for patterns, an output size cap, ``python`` checks in separate processes killed
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
@@ -205,8 +206,13 @@ def evaluate_dataset(
     from optiflow.llm.runtime import get_litellm
 
     get_litellm()  # import once, before the threads race for it
+    context = contextvars.copy_context()  # the caller's limiter and meters, in every thread
+
+    def in_context(job: tuple[Sample, int]) -> EvalResult:
+        return context.copy().run(one, job)
+
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="optiflow-eval") as pool:
-        return list(pool.map(one, jobs))
+        return list(pool.map(in_context, jobs))
 
 
 def summaries(

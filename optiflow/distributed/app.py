@@ -16,7 +16,7 @@ from celery.signals import worker_init, worker_process_init
 
 from optiflow.distributed.embedded import EMBEDDED_BACKEND
 from optiflow.distributed.publishing import BatchingCelery
-from optiflow.distributed.ratelimit import install_from_settings, startup_lines
+from optiflow.distributed.ratelimit import startup_lines
 from optiflow.distributed.results import backend_url
 from optiflow.distributed.runtime import Runtime
 from optiflow.distributed.tasks import register_tasks
@@ -90,10 +90,7 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
     runtime = Runtime(settings, embedded=embedded)
     app.optiflow_runtime = runtime
     register_tasks(app, runtime)
-    if embedded:
-        # The embedded worker runs in this process: its model calls pass an in-process limiter.
-        install_from_settings(settings, embedded=True)
-    else:
+    if not embedded:
 
         def check_database(sender: Any = None, **_: Any) -> None:
             """Refuse to start on an unmigrated (or unreachable) database, with one clear line.
@@ -130,14 +127,14 @@ def create_app(settings: Settings | None = None, *, embedded: bool | None = None
 
         def setup_limits(sender: Any = None, **_: Any) -> None:
             """Refuse to start on bad OPTIFLOW_MODEL_LIMITS (one line naming the field); an
-            eval worker installs the fleet-wide limiter (Redis) and says what it enforces."""
+            eval worker says what it enforces (its runtime's limiter, in Redis, shared by the
+            fleet: every model call of its tasks passes it)."""
             if not _is_worker_of(sender, app):
                 return
             try:
                 lines = startup_lines(settings)
                 queues = set(sender.app.amqp.queues.consume_from) if sender is not None else set()
                 if not queues or QUEUE_EVAL in queues:
-                    install_from_settings(settings, embedded=False)
                     # Before the banner, on stderr: worker_init comes before Celery's logging.
                     sys.stderr.write("".join(f"{line}\n" for line in lines))
                     sys.stderr.flush()

@@ -30,7 +30,6 @@ from optiflow.llm.limiter import (
     Outcome,
     RouteStatus,
     Ticket,
-    install,
     route_status,
 )
 
@@ -302,13 +301,6 @@ def build_limiter(settings: Settings, *, embedded: bool, limits: ModelLimits | N
     )
 
 
-def install_from_settings(settings: Settings, *, embedded: bool) -> Limiter | None:
-    """Build the limiter (:func:`build_limiter`) and make every model call of this process pass it."""
-    limiter = build_limiter(settings, embedded=embedded)
-    install(limiter)
-    return limiter
-
-
 def startup_lines(settings: Settings, *, embedded: bool = False) -> list[str]:
     """What a worker says about its limits when it starts (one line per route)."""
     limits = settings.limits()
@@ -346,7 +338,6 @@ __all__ = [
     "RedisLimiterBackend",
     "build_limiter",
     "describe",
-    "install_from_settings",
     "route_keys",
     "spend",
     "startup_lines",

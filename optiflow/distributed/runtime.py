@@ -29,6 +29,7 @@ from optiflow.settings import Settings
 if TYPE_CHECKING:
     import redis
 
+    from optiflow.llm.limiter import Limiter
     from optiflow.stores.base import OverridesStore
 
 
@@ -150,6 +151,14 @@ class Runtime:
         if not self.settings.database_url:
             self.settings.home.mkdir(parents=True, exist_ok=True)
         return JobRepository(self.settings.effective_database_url)
+
+    @cached_property
+    def limiter(self) -> Limiter | None:
+        """The model routes' limiter every model call of this runtime's tasks passes (None: no
+        limits configured): in this process when embedded, shared in Redis by the fleet."""
+        from optiflow.distributed.ratelimit import build_limiter
+
+        return build_limiter(self.settings, embedded=self.embedded)
 
     @cached_property
     def scratch(self) -> JobScratch:

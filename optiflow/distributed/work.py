@@ -37,7 +37,7 @@ def evaluate_one(
     rt: Runtime, job_id: str, experiment_id: str, tag: str, sample_id: str, run: int, guarded: bool
 ) -> dict[str, Any]:
     from optiflow.evaluator import evaluate_rendered, render_failure
-    from optiflow.llm.limiter import while_waiting
+    from optiflow.llm.limiter import limited_by, while_waiting
 
     spec = rt.spec(job_id)
     overrides = rt.overrides(spec.prompt.ns, spec.prompt.key, tag)
@@ -72,7 +72,8 @@ def evaluate_one(
         result = hit.model_copy(update={"experiment_id": experiment_id, "run": run, "cached": True})
         fresh = None
     else:
-        with while_waiting(lambda: rt.scratch.beat(job_id)), metered() as meter:  # a wait is no stall
+        # the runtime's limiter for the call, and a limiter's wait keeps the job's beat (no stall)
+        with limited_by(rt.limiter), while_waiting(lambda: rt.scratch.beat(job_id)), metered() as meter:
             result = evaluate_rendered(
                 rendered=rendered,
                 sample=sample,
@@ -96,10 +97,10 @@ def propose_one(rt: Runtime, job_id: str, path_text: str) -> dict[str, Any]:
     try:
         if not isinstance(spec, CompressSpec):
             raise TypeError(f"section proposals are for compress jobs, not {spec.kind}")
-        from optiflow.llm.limiter import while_waiting
+        from optiflow.llm.limiter import limited_by, while_waiting
 
         _check_budget(rt, job_id)
-        with while_waiting(lambda: rt.scratch.beat(job_id)), _charged(rt, job_id):
+        with limited_by(rt.limiter), while_waiting(lambda: rt.scratch.beat(job_id)), _charged(rt, job_id):
             edit = propose_edit(spec, path)
     except Exception as exc:  # a proposal failure skips the section; the job goes on
         log.warning("job %s: compressing %s failed: %s", job_id, path_text, exc)
@@ -118,7 +119,9 @@ def rewrite_one(rt: Runtime, job_id: str, request: dict[str, Any]) -> dict[str, 
         _check_budget(rt, job_id)
     except BudgetExhaustedError as exc:
         return {"rewrite": RewriteReply(id=req.id, error=str(exc)).model_dump(mode="json")}
-    with _charged(rt, job_id):
+    from optiflow.llm.limiter import limited_by, while_waiting
+
+    with limited_by(rt.limiter), while_waiting(lambda: rt.scratch.beat(job_id)), _charged(rt, job_id):
         reply = run_rewrite(req)
     return {"rewrite": reply.model_dump(mode="json")}
 

@@ -524,19 +524,25 @@ def outcome_from_headers(
     )
 
 
-# -- the installed limiter --------------------------------------------------------------------------
-_installed: Limiter | None = None
+# -- the limiter in effect ------------------------------------------------------------------------
+_in_effect: ContextVar[Limiter | None] = ContextVar("optiflow_limiter", default=None)
 
 
-def install(limiter: Limiter | None) -> None:
-    """Make ``limiter`` the one every :func:`~optiflow.llm.completion.complete` in this process
-    passes (None: no limits). The worker runtime and the embedded client call it."""
-    global _installed
-    _installed = limiter
+@contextmanager
+def limited_by(limiter: Limiter | None) -> Iterator[None]:
+    """Every :func:`~optiflow.llm.completion.complete` this context makes while the block runs
+    passes ``limiter`` (None: no limits). The owner of the limiter (a worker's or the embedded
+    client's runtime, the ``eval`` command) opens it around each task; no process-wide state."""
+    token = _in_effect.set(limiter)
+    try:
+        yield
+    finally:
+        _in_effect.reset(token)
 
 
 def installed() -> Limiter | None:
-    return _installed
+    """The limiter the calls of this context pass (see :func:`limited_by`)."""
+    return _in_effect.get()
 
 
 __all__ = [
@@ -554,8 +560,8 @@ __all__ = [
     "RouteState",
     "RouteStatus",
     "Ticket",
-    "install",
     "installed",
+    "limited_by",
     "normalize_headers",
     "outcome_from_headers",
     "parse_duration",

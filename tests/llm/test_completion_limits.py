@@ -16,8 +16,8 @@ from optiflow.llm.completion import complete
 from optiflow.llm.limiter import (
     Limiter,
     LocalLimiterBackend,
-    install,
     installed,
+    limited_by,
     outcome_from_headers,
     parse_duration,
     retry_after_s,
@@ -116,7 +116,7 @@ def test_unlimited_models_never_touch_the_limiter(provider: RateLimitedServer) -
         assert complete(other, MSGS, limiter=limiter).wait_ms == 0
 
 
-def test_the_installed_limiter_is_used_and_the_wait_hook_runs(
+def test_the_limiter_in_effect_is_used_and_the_wait_hook_runs(
     provider: RateLimitedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from optiflow.llm import limiter as limiter_mod
@@ -124,14 +124,11 @@ def test_the_installed_limiter_is_used_and_the_wait_hook_runs(
     monkeypatch.setattr(limiter_mod, "BEAT_EVERY_S", 0.0)
     limiter = limiter_for(provider, rpm=120, burst_s=0.1)  # one call per 0.5 s
     beats: list[float] = []
-    install(limiter)
-    try:
+    with limited_by(limiter), while_waiting(lambda: beats.append(time.monotonic())):
         assert installed() is limiter
-        with while_waiting(lambda: beats.append(time.monotonic())):
-            first = complete(model(provider), MSGS)
-            second = complete(model(provider), MSGS)
-    finally:
-        install(None)
+        first = complete(model(provider), MSGS)
+        second = complete(model(provider), MSGS)
+    assert installed() is None  # scoped to the block: no process-wide state
     assert first.ok and second.ok and second.wait_ms >= 300
     assert beats  # a waiting call keeps its job's progress beat
 

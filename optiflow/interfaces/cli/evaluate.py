@@ -139,23 +139,24 @@ def eval_command(
         "--model",
     )
 
-    from optiflow.distributed.ratelimit import install_from_settings
+    from optiflow.distributed.ratelimit import build_limiter
     from optiflow.evaluator import evaluate_dataset, summaries
+    from optiflow.llm.limiter import limited_by
 
     # These calls share the fleet's limits (Redis when OPTIFLOW_REDIS_URL is set).
-    install_from_settings(s, embedded=not s.redis_url)
-    results = evaluate_dataset(
-        prompt=prompt,
-        overrides=overrides,
-        dataset=dataset,
-        check=check,
-        model=model,
-        runs=runs,
-        experiment_id="cli-eval",
-        python_checks=s.python_checks,
-        concurrency=concurrency or s.eval_concurrency,
-        check_timeout_s=s.check_timeout_s,
-    )
+    with limited_by(build_limiter(s, embedded=not s.redis_url)):
+        results = evaluate_dataset(
+            prompt=prompt,
+            overrides=overrides,
+            dataset=dataset,
+            check=check,
+            model=model,
+            runs=runs,
+            experiment_id="cli-eval",
+            python_checks=s.python_checks,
+            concurrency=concurrency or s.eval_concurrency,
+            check_timeout_s=s.check_timeout_s,
+        )
     summary, trial = summaries(results, dataset)
     failing = [sid for sid in dataset.ids() if sid not in summary.consistently_passed]
     errors = [r for r in results if r.error is not None]

@@ -235,7 +235,6 @@ class Api:
         # Parsing a large body takes a few times its size in memory: two at a time at most.
         self._parsing = threading.BoundedSemaphore(2)
         self._probe: Any = None  # the readiness probe's Redis client, made on first use
-        self._limiter: Any = None  # the limiter /api/limits reads (distributed: on Redis), made on first use
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
@@ -309,19 +308,12 @@ class Api:
     def limits(self) -> dict[str, Any]:
         """Each model route's configured limits and live state (``optiflow.distributed.ratelimit.
         describe``); ``routes`` is empty when ``OPTIFLOW_MODEL_LIMITS`` configures none."""
-        from optiflow.distributed.ratelimit import build_limiter, describe
-        from optiflow.llm.limiter import installed
+        from optiflow.distributed.ratelimit import describe
 
         settings = self.client.settings
-        limits = settings.limits()
-        if not limits:
+        if not settings.limits():
             return {"configured": False, "shared": False, "routes": []}
-        embedded = self.client.runtime.embedded
-        limiter = installed() if embedded else None
-        if limiter is None:
-            if self._limiter is None:
-                self._limiter = build_limiter(settings, embedded=embedded, limits=limits)
-            limiter = self._limiter
+        limiter = self.client.runtime.limiter  # the one the jobs' model calls pass
         routes = describe(settings, limiter)
         return {"configured": True, "shared": bool(limiter and limiter.backend.shared), "routes": routes}
 
