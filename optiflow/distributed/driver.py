@@ -83,15 +83,19 @@ def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequenc
         log.warning("job %s: step %s already advanced by another delivery", job_id, step_index)
         return
     _remove_step_tags(rt, job_id, step)
-    _carry(app, rt, rec, tr.action)
-    _store_items(rt, job_id, results.evals)
+    if isinstance(tr.action, Step):
+        _carry(app, rt, rec, tr.action)  # the next step first: its items are off the critical path
+        _store_items(rt, job_id, results.evals)
+    else:  # the job ends: whoever reads it once it has ended finds all of its items
+        _store_items(rt, job_id, results.evals)
+        _carry(app, rt, rec, tr.action)
 
 
 def _store_items(rt: Runtime, job_id: str, items: Sequence[EvalResult]) -> None:
     """The step's per-(sample, run) results, for drill-down: written once the next step is on its
     way (hundreds of rows a step; the checkpoint, trials and events are already committed, and
-    nothing in a job's progress reads them). A control worker killed in between loses that step's
-    rows, not its decisions."""
+    nothing in a job's progress reads them), or before the job ends when it was the last step. A
+    control worker killed in between loses that step's rows, not its decisions."""
     try:
         rt.jobs.upsert_trial_items(job_id, items)
     except Exception:

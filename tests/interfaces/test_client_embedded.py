@@ -79,6 +79,10 @@ def test_job_state_after_completion(client: Client, first: tuple[JobHandle, Opti
     assert job.status() == "completed"
     assert job.result() == result  # the database copy equals the reply
     assert job.wait(timeout=1) == result  # a finished job answers at once
+    # every per-sample result is there once the job has ended (the last step's are written first)
+    report = result.raise_for_error().report
+    assert report is not None
+    assert len(client.runtime.jobs.trial_items(job.id)) == report.stats.evaluations
     again = client.job(job.id)
     assert again.id == job.id and again.status() == "completed"
     assert [r.id for r in client.runtime.jobs.list("completed")] == [job.id]
