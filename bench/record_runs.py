@@ -205,7 +205,7 @@ def measure_chunk(
     """One measure job on the workers; its (sample, run) results appended to ``arm``."""
     started = time.perf_counter()
     job = client.submit(spec)
-    doc = job.wait(timeout=4 * 3600, poll=1.0).raise_for_error().report
+    doc = job.wait(timeout=4 * 3600).raise_for_error().report
     wall = time.perf_counter() - started
     assert isinstance(doc, MeasureDocument)
     items = [r for r in client.runtime.jobs.trial_items(job.id) if not r.skipped]
