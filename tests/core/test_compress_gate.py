@@ -164,3 +164,17 @@ def test_the_state_round_trips_midway_through_rounds() -> None:
     assert len(steps) > 3
     state = wf.start(words).state
     assert CompressState.model_validate_json(state.model_dump_json()) == state
+
+
+def test_the_gate_is_read_against_eval_runs_and_round_trips() -> None:
+    # a cap under the gate's default first round is fine when eval_runs is under it too
+    one = spec(eval_runs=1, gate={"mode": "paired", "max_runs": 2})
+    assert one.gate_spec.first_runs == 1 and one.gate_spec.max_runs == 2
+    assert CompressSpec.model_validate(one.model_dump(mode="json")) == one  # as a worker reads it
+    # eval_runs above the default cap raises the cap, stored and read back alike
+    many = spec(eval_runs=30)
+    assert many.gate_spec.max_runs == 30
+    assert CompressSpec.model_validate(many.model_dump(mode="json")).gate_spec == many.gate_spec
+    # a copy with other eval_runs stays consistent
+    copy = CompressSpec.model_validate({**one.model_dump(mode="json"), "eval_runs": 2})
+    assert copy.gate_spec.first_runs == 2

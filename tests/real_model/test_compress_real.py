@@ -1,8 +1,10 @@
 """A small compress job end to end on the real local model, through real workers on real Redis.
 
-About 80 model calls (6 samples x 3 runs for the baseline and for each of two candidates, the
-combination, two section proposals): the point is that a real OpenAI-compatible model behind
-litellm goes through the whole distributed path, not what it decides.
+The point is that a real OpenAI-compatible model behind litellm goes through the whole
+distributed path (proposal, baseline, candidate, the paired gate's rounds, the report), not what
+it decides: two samples, one section, at most two runs a side, about a dozen model calls (the
+server answers one request at a time, about a second each). ``make bench-real`` measures what it
+decides on the whole example.
 """
 
 from __future__ import annotations
@@ -25,15 +27,17 @@ EXAMPLE = ROOT / "examples" / "review-sentiment" / "job.yaml"
 
 def small_spec(server: LocalModelServer) -> CompressSpec:
     full = load_job(EXAMPLE).dataset.split("train")
-    # three of each label, so the baseline can pass some and fail some
-    pos = [s for s in full if s.expected == "positive"][:3]
-    neg = [s for s in full if s.expected == "negative"][:3]
+    # one of each label, so the baseline can pass one and fail one
+    pos = next(s for s in full if s.expected == "positive")
+    neg = next(s for s in full if s.expected == "negative")
     spec = load_job(
         EXAMPLE,
         overrides={
-            "dataset": full.model_copy(update={"samples": tuple(pos + neg)}),
-            "min_section_tokens": 130,  # only the two largest sections: background and edge_cases
-            "gate": {"max_runs": 4},  # a sampled model: the paired gate, kept to a few rounds here
+            "dataset": full.model_copy(update={"samples": (pos, neg)}),
+            "eval_runs": 1,
+            "min_section_tokens": 200,  # only the largest section: background
+            # the paired gate, kept to two rounds; two samples may both fail once: not this test's point
+            "gate": {"mode": "paired", "max_runs": 2, "min_baseline_pass_rate": 0.0},
         },
     )
     at = {"model": server.model, "api_base": server.api_base}
@@ -71,11 +75,11 @@ def test_small_compress_job_on_workers(
         database_url=env["OPTIFLOW_DATABASE_URL"],
     )
     with (
-        running_workers(env, tmp_path, eval_workers=1, eval_concurrency=4),
+        running_workers(env, tmp_path, eval_workers=1, eval_concurrency=2),
         Client(settings, embedded=False) as client,
     ):
         job = client.submit(spec)
-        result = job.wait(timeout=600).raise_for_error()
+        result = job.wait(timeout=240).raise_for_error()
         assert job.status() == "completed"
         tags = client.runtime.store.list_tags(spec.prompt.ns, spec.prompt.key)
     report = result.report
@@ -83,9 +87,9 @@ def test_small_compress_job_on_workers(
     stats = report.stats
     assert stats.errors == 0
     assert stats.model_calls >= len(spec.dataset) * spec.eval_runs  # the baseline, at least
-    assert stats.proposal_calls == 2
+    assert stats.proposal_calls == 1
     assert 0.0 < report.baseline_pass_rate <= 1.0
     decided = {m.section_path for m in report.modifications} | {r.section_path for r in report.rejected}
-    assert decided <= {("background",), ("edge_cases",)}
+    assert decided <= {("background",)}
     assert not report.proposal_errors, report.proposal_errors
     assert [t for t in tags if t.startswith("opt-")] == []

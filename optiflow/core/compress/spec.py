@@ -18,6 +18,9 @@ from optiflow.core.sections import SectionPath
 from optiflow.core.strategy import StrategySpec
 
 
+_DEFAULT_CAP = GateSpec.model_fields["max_runs"].default
+
+
 class CompressSpec(JobBudget):
     """Everything a compress job needs; self-contained so workers never re-read user files.
     ``max_cost_usd`` / ``max_tokens``: the job's hard budget (:class:`JobBudget`)."""
@@ -44,11 +47,17 @@ class CompressSpec(JobBudget):
     @classmethod
     def _one_first_round(cls, data: Any) -> Any:
         """``eval_runs`` is the gate's first round; a document that also sets ``gate.first_runs``
-        must agree with it."""
-        if isinstance(data, dict) and isinstance(data.get("gate"), dict) and "first_runs" in data["gate"]:
-            runs, first = data.get("eval_runs", 3), data["gate"]["first_runs"]
-            if first != runs:
-                raise ValueError(f"gate.first_runs ({first}) differs from eval_runs ({runs})")
+        must agree with it, and a gate without it gets it from ``eval_runs`` (so its cap is read
+        against the runs the job makes, not against the gate's default first round)."""
+        if isinstance(data, dict) and isinstance(data.get("gate"), dict):
+            runs = data.get("eval_runs", 3)
+            if "first_runs" not in data["gate"]:
+                gate = {**data["gate"], "first_runs": runs}
+                if "max_runs" not in gate and isinstance(runs, int) and runs > _DEFAULT_CAP:
+                    gate["max_runs"] = runs  # eval_runs above the default cap raises it
+                return {**data, "gate": gate}
+            if data["gate"]["first_runs"] != runs:
+                raise ValueError(f"gate.first_runs ({data['gate']['first_runs']}) differs from eval_runs ({runs})")
         return data
 
     @model_validator(mode="after")
@@ -60,9 +69,9 @@ class CompressSpec(JobBudget):
 
     @field_serializer("gate")
     def _gate_without_first_runs(self, gate: GateSpec) -> dict[str, Any]:
-        """Stored without ``first_runs``: ``eval_runs`` says it (a copy with other ``eval_runs``
-        stays consistent)."""
-        return gate.model_dump(mode="json", exclude={"first_runs"})
+        """Stored as the job runs it, without ``first_runs``: ``eval_runs`` says it (a copy with
+        other ``eval_runs`` stays consistent)."""
+        return self.gate_spec.model_dump(mode="json", exclude={"first_runs"})
 
     @property
     def gate_spec(self) -> GateSpec:
