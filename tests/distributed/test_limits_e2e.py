@@ -60,4 +60,6 @@ def test_job_on_two_eval_workers_passes_the_shared_limiter(
     # paced by the limiter: never faster than the provider's rate (past its first burst of 10)
     assert wall >= (stats["accepted"] - 10) / (RPM / 60) * 0.9, (wall, stats)
     log = (tmp_path / "eval0.log").read_text()
-    assert "model limits (shared by the fleet in Redis" in log and f"limited (openai/limited): {RPM} rpm" in log
+    assert (
+        "model limits (shared by the fleet in Redis" in log and f"limited (openai/limited): {RPM} rpm" in log
+    )

@@ -17,7 +17,6 @@ from optiflow.core.prompt import Prompt
 from optiflow.core.sections import SectionPath
 from optiflow.core.strategy import StrategySpec
 
-
 _DEFAULT_CAP = GateSpec.model_fields["max_runs"].default
 
 
@@ -57,7 +56,9 @@ class CompressSpec(JobBudget):
                     gate["max_runs"] = runs  # eval_runs above the default cap raises it
                 return {**data, "gate": gate}
             if data["gate"]["first_runs"] != runs:
-                raise ValueError(f"gate.first_runs ({data['gate']['first_runs']}) differs from eval_runs ({runs})")
+                raise ValueError(
+                    f"gate.first_runs ({data['gate']['first_runs']}) differs from eval_runs ({runs})"
+                )
         return data
 
     @model_validator(mode="after")
