@@ -42,7 +42,11 @@ def small_spec(server: LocalModelServer) -> CompressSpec:
     )
     at = {"model": server.model, "api_base": server.api_base}
     assert spec.strategy.type == "llm"
-    strategy = spec.strategy.model_copy(update={"model": spec.strategy.model.model_copy(update=at)})
+    # a shorter proposal is enough here (the example's 256 tokens take most of a minute)
+    params = {**spec.strategy.model.params, "max_tokens": 96}
+    strategy = spec.strategy.model_copy(
+        update={"model": spec.strategy.model.model_copy(update={**at, "params": params})}
+    )
     return spec.model_copy(update={"model": spec.model.model_copy(update=at), "strategy": strategy})
 
 
