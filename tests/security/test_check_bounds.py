@@ -151,4 +151,5 @@ def test_catastrophic_regex_job_ends_while_healthz_answers(server: Server) -> No
         stop.set()
         prober.join(10)
     assert status in ("completed", "failed"), status  # no sample matches: the baseline fails the job
-    assert health and max(health) < 2.0, health
+    # the spec's 100 ms for the typical probe; a loaded CI machine may stall one, never for long
+    assert health and sorted(health)[len(health) // 2] < 0.1 and max(health) < 2.0, health
