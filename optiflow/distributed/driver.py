@@ -15,7 +15,7 @@ the driver never looks inside a workflow's state.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from celery import chord, states
@@ -211,24 +211,39 @@ def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
     header = [propose.s(job_id, path_str(p)) for p in step.propose]
     rewrite = app.tasks["optiflow.rewrite"]
     header += [rewrite.s(job_id, r.model_dump(mode="json")) for r in step.rewrites]
-    # Interleave runs, samples and targets so each candidate meets its guarded samples early:
-    # fail-fast then stops a regressing candidate after a few evaluations.
+    for target, sid, run in _evaluation_order(step):
+        guarded = target.guard is not None and sid in target.guard
+        header.append(
+            evaluate.s(job_id, target.experiment.id, target.experiment.overrides_tag, sid, run, guarded)
+        )
+    rt.scratch.start_step(job_id, step.index, len(header) - len(step.propose) - len(step.rewrites))
+    body = app.tasks["optiflow.advance"].s(job_id, step.index)
+    with batched(app):
+        chord(header)(body.on_error(app.tasks["optiflow.chord_error"].s(job_id)))
+
+
+def _evaluation_order(step: Step) -> Iterator[tuple[EvalTarget, str, int]]:
+    """The order a step's evaluations are queued in.
+
+    With fail-fast watching some samples, runs, samples and targets are interleaved so each
+    candidate meets its guarded samples early: a regression then stops it after a few
+    evaluations. Otherwise every evaluation is needed anyway, and each target's are queued
+    together: consecutive calls then render the same prompt, so a server that keeps the last
+    prompt's prefix (llama.cpp's slot, prefix caches) reuses it instead of reading it again.
+    """
+    if not any(t.guard for t in step.targets):
+        for target in step.targets:
+            for run in target.run_indices:
+                for sid in target.sample_ids:
+                    yield target, sid, run
+        return
     order = _sample_order(step)
     members = [frozenset(t.sample_ids) for t in step.targets]
     for run in sorted({r for t in step.targets for r in t.run_indices}):
         for sid in order:
             for target, samples in zip(step.targets, members, strict=True):
                 if run in target.run_indices and sid in samples:
-                    guarded = target.guard is not None and sid in target.guard
-                    header.append(
-                        evaluate.s(
-                            job_id, target.experiment.id, target.experiment.overrides_tag, sid, run, guarded
-                        )
-                    )
-    rt.scratch.start_step(job_id, step.index, len(header) - len(step.propose) - len(step.rewrites))
-    body = app.tasks["optiflow.advance"].s(job_id, step.index)
-    with batched(app):
-        chord(header)(body.on_error(app.tasks["optiflow.chord_error"].s(job_id)))
+                    yield target, sid, run
 
 
 def _sample_order(step: Step) -> list[str]:
