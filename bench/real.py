@@ -50,9 +50,7 @@ import random
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,7 +58,7 @@ from statistics import mean
 from typing import TYPE_CHECKING, Any
 
 from bench.record_runs import OUT as RUNS_FILE
-from bench.record_runs import Recording, effect, load, sha256
+from bench.record_runs import Recording, effect, load, redis_env, sha256
 from optiflow.core.compress.report import OptimizationReport
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.compress.workflow import CompressState
@@ -87,7 +85,7 @@ from optiflow.core.strategy import LLMStrategySpec
 from optiflow.jobfile import load_job
 from optiflow.llm.tokens import count_tokens, encoding_name
 from optiflow.settings import Settings
-from tests.support.workers import ROOT, running_workers, worker_env
+from tests.support.workers import ROOT, running_workers
 
 if TYPE_CHECKING:  # the model part imports it when it runs
     from optiflow.interfaces.client import Client
@@ -381,26 +379,6 @@ def s_per_call(rec: Recording) -> float:
 
 
 # -- the model part: setup ------------------------------------------------------------------------
-@contextmanager
-def redis_env(home: Path) -> Iterator[dict[str, str]]:
-    """Worker environment under a key prefix of its own; its keys, and the Celery results that
-    appeared meanwhile, are deleted after."""
-    import redis
-
-    url = os.environ.get("OPTIFLOW_BENCH_REAL_REDIS_URL", "redis://127.0.0.1:6379/11")
-    prefix = f"optiflow-bench-real-{uuid.uuid4().hex[:8]}"
-    client = redis.Redis.from_url(url)
-    before = set(client.scan_iter(match="celery-task-meta-*", count=1000))
-    try:
-        yield worker_env(url, prefix, home)
-    finally:
-        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-        keys += [k for k in client.scan_iter(match="celery-task-meta-*", count=1000) if k not in before]
-        for i in range(0, len(keys), 1000):
-            client.delete(*keys[i : i + 1000])
-        client.close()
-
-
 def settings_of(env: Mapping[str, str]) -> Settings:
     return Settings(
         redis_url=env["OPTIFLOW_REDIS_URL"],
@@ -1152,7 +1130,7 @@ def model_part(
             f"at the recording's {est['s_per_call'][0]:.2f} s/call, ~{est['minutes'][1]:.0f} min at "
             f"{est['s_per_call'][1]:.1f} s/call (edits with a small true drop take longer)"
         )
-        with server, redis_env(home) as env:
+        with server, redis_env(home, "real") as env:
             say(f"  server {server.api_base} (pid {server.pid}, seed {server.seed}), model {server.model}")
             with (
                 running_workers(env, home, eval_workers=1, eval_concurrency=args.concurrency),

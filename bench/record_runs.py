@@ -173,13 +173,13 @@ def effect(base: dict[str, str], edit: dict[str, str]) -> dict[str, Any]:
 
 # -- recording ------------------------------------------------------------------------------------
 @contextmanager
-def redis_env(home: Path) -> Iterator[dict[str, str]]:
-    """Worker environment under a key prefix of its own; its keys, and the Celery results that
-    appeared meanwhile, are deleted after."""
+def redis_env(home: Path, name: str = "record") -> Iterator[dict[str, str]]:
+    """Worker environment under a key prefix of its own (``optiflow-bench-<name>-...``); its keys,
+    and the Celery results that appeared meanwhile, are deleted after."""
     import redis
 
     url = os.environ.get("OPTIFLOW_BENCH_REAL_REDIS_URL", "redis://127.0.0.1:6379/11")
-    prefix = f"optiflow-bench-record-{uuid.uuid4().hex[:8]}"
+    prefix = f"optiflow-bench-{name}-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(url)
     before = set(client.scan_iter(match="celery-task-meta-*", count=1000))
     try:
