@@ -48,18 +48,19 @@ class CompressSpec(JobBudget):
         """``eval_runs`` is the gate's first round; a document that also sets ``gate.first_runs``
         must agree with it, and a gate without it gets it from ``eval_runs`` (so its cap is read
         against the runs the job makes, not against the gate's default first round)."""
-        if isinstance(data, dict) and isinstance(data.get("gate"), dict):
-            runs = data.get("eval_runs", 3)
-            if "first_runs" not in data["gate"]:
-                gate = {**data["gate"], "first_runs": runs}
-                if "max_runs" not in gate and isinstance(runs, int) and runs > _DEFAULT_CAP:
-                    gate["max_runs"] = runs  # eval_runs above the default cap raises it
-                return {**data, "gate": gate}
-            if data["gate"]["first_runs"] != runs:
-                raise ValueError(
-                    f"gate.first_runs ({data['gate']['first_runs']}) differs from eval_runs ({runs})"
-                )
-        return data
+        if not (isinstance(data, dict) and isinstance(data.get("gate"), dict)):
+            return data
+        gate, runs = data["gate"], data.get("eval_runs", cls.model_fields["eval_runs"].default)
+        if "first_runs" in gate:
+            if gate["first_runs"] != runs:
+                raise ValueError(f"gate.first_runs ({gate['first_runs']}) differs from eval_runs ({runs})")
+            return data
+        if type(runs) is not int:  # eval_runs' own check names it; the gate is left alone
+            return data
+        gate = {**gate, "first_runs": runs}
+        if "max_runs" not in gate and runs > _DEFAULT_CAP:
+            gate["max_runs"] = runs  # eval_runs above the default cap raises it
+        return {**data, "gate": gate}
 
     @model_validator(mode="after")
     def _runs_within_the_cap(self) -> CompressSpec:
