@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.budget import BudgetReport
@@ -27,7 +27,9 @@ class EvalTarget(Frozen):
     ``overrides`` is what the driver writes under ``experiment.overrides_tag`` before the step
     (and deletes after). ``guard`` enables fail-fast: a failure of one of these samples is a
     regression, after which the experiment's remaining evaluations are skipped. One step may hold
-    several targets of the same experiment (different samples, different runs).
+    several targets of the same experiment (different samples, different runs). ``probe`` (of
+    ``guard``) names the samples most likely to regress, best first: their first run goes ahead
+    of every other evaluation of the target (:mod:`optiflow.core.relevance`).
     """
 
     experiment: Experiment
@@ -37,6 +39,14 @@ class EvalTarget(Frozen):
     runs: int = Field(ge=1)
     first_run: int = Field(default=0, ge=0)
     guard: frozenset[str] | None = None
+    probe: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _probe_is_guarded(self) -> EvalTarget:
+        probe = set(self.probe)
+        if not probe <= (self.guard or frozenset()) or not probe <= set(self.sample_ids):
+            raise ValueError("a target's probe must be guarded samples it evaluates")
+        return self
 
     @property
     def size(self) -> int:
@@ -45,6 +55,17 @@ class EvalTarget(Frozen):
     @property
     def run_indices(self) -> range:
         return range(self.first_run, self.first_run + self.runs)
+
+
+class Hold(Frozen):
+    """An evaluation queued behind its step's probes (:attr:`EvalTarget.probe`): before calling
+    the model it waits for the step's ``probes`` probe evaluations to answer, or for its own
+    experiment to regress — never past ``until`` (epoch seconds), so a lost probe delays it, no
+    more."""
+
+    step: int = Field(ge=0)
+    probes: int = Field(ge=1)
+    until: float
 
 
 class SectionEdit(Frozen):

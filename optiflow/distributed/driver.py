@@ -8,14 +8,16 @@ step's trials, items, rejections and events with the new checkpoint and pending 
 transaction, guarded by the step index (a duplicate body writes nothing); then it removes the
 step's temporary tags and launches the next action. A transition that ends the job completes it
 right there: the stored pending ``Finish`` / ``Fail`` only matters if this process dies before
-:func:`complete` commits (recovery sends it again). No task waits on another task's result, and
-the driver never looks inside a workflow's state.
+:func:`complete` commits (recovery sends it again). No task waits on another task's result (a
+held evaluation waits, at most :func:`probe_wait`, for its step's probes to answer), and the
+driver never looks inside a workflow's state.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from celery import chord, states
@@ -28,7 +30,7 @@ from optiflow.core.kinds import AnyReport
 from optiflow.core.overrides import now
 from optiflow.core.result import FinalStatus, OptimizeResult
 from optiflow.core.sections import path_str
-from optiflow.core.step import EvalTarget, ProposalError, RewriteReply, SectionEdit, Step, StepResults
+from optiflow.core.step import EvalTarget, Hold, ProposalError, RewriteReply, SectionEdit, Step, StepResults
 from optiflow.core.workflow import Transition
 from optiflow.distributed.budget import with_budget
 from optiflow.distributed.publishing import batched
@@ -40,6 +42,9 @@ if TYPE_CHECKING:
     from optiflow.distributed.runtime import Runtime
 
 log = logging.getLogger(__name__)
+
+PROBE_MARGIN_S = 0.05
+MAX_PROBE_WAIT_S = 60.0
 
 
 # -- transitions ----------------------------------------------------------------------------------
@@ -84,7 +89,8 @@ def advance(app: Celery, rt: Runtime, job_id: str, step_index: int, raw: Sequenc
         return
     _remove_step_tags(rt, job_id, step)
     if isinstance(tr.action, Step):
-        _carry(app, rt, rec, tr.action)  # the next step first: its items are off the critical path
+        # the next step first: its items are off the critical path
+        _launch_step(app, rt, job_id, tr.action, latency_s=model_latency(results.evals))
         _store_items(rt, job_id, results.evals)
     else:  # the job ends: whoever reads it once it has ended finds all of its items
         _store_items(rt, job_id, results.evals)
@@ -192,7 +198,13 @@ def cancel(app: Celery, rt: Runtime, job_id: str) -> None:
 
 
 # -- steps ----------------------------------------------------------------------------------------
-def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
+def _launch_step(
+    app: Celery, rt: Runtime, job_id: str, step: Step, *, latency_s: float | None = None
+) -> None:
+    """Publish a step as one chord: the probes' evaluations first. With ``latency_s`` (the
+    model's typical call time, measured on the step before), every other evaluation of a probed
+    target is *held*: it waits for the probes' answers (at most :func:`probe_wait`) before its
+    model call, so a regression a probe finds costs the probe's calls, not a full wave's."""
     spec = rt.spec(job_id)
     descriptor = spec.prompt.descriptor()
     for target in _one_per_tag(step):
@@ -211,19 +223,33 @@ def _launch_step(app: Celery, rt: Runtime, job_id: str, step: Step) -> None:
     header = [propose.s(job_id, path_str(p)) for p in step.propose]
     rewrite = app.tasks["optiflow.rewrite"]
     header += [rewrite.s(job_id, r.model_dump(mode="json")) for r in step.rewrites]
-    for target, sid, run in _evaluation_order(step):
-        guarded = target.guard is not None and sid in target.guard
-        header.append(
-            evaluate.s(job_id, target.experiment.id, target.experiment.overrides_tag, sid, run, guarded)
-        )
+    first, rest = _evaluation_order(step)
+    hold = None
+    if first and latency_s is not None:
+        until = time.time() + probe_wait(latency_s)
+        hold = Hold(step=step.index, probes=len(first), until=until).model_dump()
+    for target, sid, run in first:
+        header.append(_evaluate(evaluate, job_id, target, sid, run, probe_step=step.index))
+    for target, sid, run in rest:
+        header.append(_evaluate(evaluate, job_id, target, sid, run, hold=hold if target.probe else None))
     rt.scratch.start_step(job_id, step.index, len(header) - len(step.propose) - len(step.rewrites))
     body = app.tasks["optiflow.advance"].s(job_id, step.index)
     with batched(app):
         chord(header)(body.on_error(app.tasks["optiflow.chord_error"].s(job_id)))
 
 
-def _evaluation_order(step: Step) -> Iterator[tuple[EvalTarget, str, int]]:
-    """The order a step's evaluations are queued in.
+Evaluation = tuple[EvalTarget, str, int]
+
+
+def _evaluate(task: Any, job_id: str, target: EvalTarget, sid: str, run: int, **extra: Any) -> Any:
+    guarded = target.guard is not None and sid in target.guard
+    args = (job_id, target.experiment.id, target.experiment.overrides_tag, sid, run, guarded)
+    return task.s(*args, **{k: v for k, v in extra.items() if v is not None})
+
+
+def _evaluation_order(step: Step) -> tuple[list[Evaluation], list[Evaluation]]:
+    """The order a step's evaluations are queued in: the probes first (every target's best
+    suspect, then every target's second, ...), then the rest.
 
     With fail-fast watching some samples, runs, samples and targets are interleaved so each
     candidate meets its guarded samples early: a regression then stops it after a few
@@ -231,19 +257,40 @@ def _evaluation_order(step: Step) -> Iterator[tuple[EvalTarget, str, int]]:
     together: consecutive calls then render the same prompt, so a server that keeps the last
     prompt's prefix (llama.cpp's slot, prefix caches) reuses it instead of reading it again.
     """
-    if not any(t.guard for t in step.targets):
-        for target in step.targets:
-            for run in target.run_indices:
-                for sid in target.sample_ids:
-                    yield target, sid, run
-        return
+    targets = step.targets
+    if not any(t.guard for t in targets):
+        return [], [(t, sid, run) for t in targets for run in t.run_indices for sid in t.sample_ids]
+    probed = [
+        (k, t.probe[i], t.first_run)
+        for i in range(max(len(t.probe) for t in targets))
+        for k, t in enumerate(targets)
+        if i < len(t.probe)
+    ]
+    skip = set(probed)
+    members = [frozenset(t.sample_ids) for t in targets]
     order = _sample_order(step)
-    members = [frozenset(t.sample_ids) for t in step.targets]
-    for run in sorted({r for t in step.targets for r in t.run_indices}):
-        for sid in order:
-            for target, samples in zip(step.targets, members, strict=True):
-                if run in target.run_indices and sid in samples:
-                    yield target, sid, run
+    rest = [
+        (k, sid, run)
+        for run in sorted({r for t in targets for r in t.run_indices})
+        for sid in order
+        for k, t in enumerate(targets)
+        if run in t.run_indices and sid in members[k] and (k, sid, run) not in skip
+    ]
+    return [(targets[k], sid, run) for k, sid, run in probed], [
+        (targets[k], sid, run) for k, sid, run in rest
+    ]
+
+
+def probe_wait(latency_s: float) -> float:
+    """The longest a held evaluation waits for its step's probes: one model call and a half,
+    plus a margin for the probes' publish and their answers' write (a minute at most)."""
+    return min(1.5 * latency_s + PROBE_MARGIN_S, MAX_PROBE_WAIT_S)
+
+
+def model_latency(evals: Sequence[EvalResult]) -> float | None:
+    """The median time of the model calls among ``evals`` (seconds); None under 3 calls."""
+    made = sorted(r.latency_ms for r in evals if not (r.skipped or r.cached) and r.error is None)
+    return made[len(made) // 2] / 1000 if len(made) >= 3 else None
 
 
 def _sample_order(step: Step) -> list[str]:

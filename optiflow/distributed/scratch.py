@@ -80,10 +80,18 @@ class JobScratch(Protocol):
         *,
         charge: Charge | None = None,
         budget: JobBudget | None = None,
+        probe_step: int | None = None,
     ) -> None:
         """Count one evaluation done, cache ``result`` (when given), mark the experiment
-        regressed (when ``regressed``) and add ``charge`` to the job's spend (a charge that ends
-        at or past ``budget`` counts as an over call)."""
+        regressed (when ``regressed``), add ``charge`` to the job's spend (a charge that ends
+        at or past ``budget`` counts as an over call) and, for an evaluation of step
+        ``probe_step``'s probe, count it answered."""
+        ...
+
+    def probes(self, job_id: str, experiment_id: str, step: int) -> tuple[int, bool]:
+        """Step ``step``'s probe evaluations answered so far, and whether an evaluation of
+        ``experiment_id`` need not wait for them (its experiment regressed, or the job was
+        cancelled or ended)."""
         ...
 
     def charge(self, job_id: str, charge: Charge, budget: JobBudget | None = None) -> Spend:
@@ -130,10 +138,10 @@ return 0
 # What ``record`` writes, plus a charge to the job's spend, atomically: one command. (Four more
 # commands in record's pipeline cost about 200 µs of client time per evaluation; the script
 # about 30.) A spending charge that ends at or past the budget is counted as an over call.
-# KEYS: spend usd, tokens, skipped, over; progress; cache entry; regressed mark.
+# KEYS: spend usd, tokens, skipped, over; progress; cache entry; regressed mark; probe counter.
 # ARGV: cost, tokens, skipped, max cost (-1: none), max tokens (-1: none), spend ttl,
 #       done (1: count an evaluation done, with its cache entry and regression mark), beat,
-#       cached result ('' none), cache ttl, regressed (0/1), signal ttl.
+#       cached result ('' none), cache ttl, regressed (0/1), signal ttl, probe (0/1).
 _RECORD = """
 local cost, tokens, skipped = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local max_cost, max_tokens, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -154,6 +162,10 @@ end
 if ARGV[7] == '1' then
   if ARGV[9] ~= '' then redis.call('SET', KEYS[6], ARGV[9], 'EX', ARGV[10]) end
   if ARGV[11] == '1' then redis.call('SET', KEYS[7], '1', 'EX', ARGV[12]) end
+  if ARGV[13] == '1' then
+    redis.call('INCR', KEYS[8])
+    redis.call('EXPIRE', KEYS[8], ARGV[12])
+  end
   redis.call('HINCRBY', KEYS[5], 'done', 1)
   redis.call('HSET', KEYS[5], 'beat', ARGV[8])
 end
@@ -198,6 +210,7 @@ class RedisJobScratch:
         *,
         charge: Charge | None = None,
         budget: JobBudget | None = None,
+        probe_step: int | None = None,
     ) -> None:
         if charge is not None:  # the same writes and the charge, in one script
             self._charge(
@@ -209,6 +222,7 @@ class RedisJobScratch:
                 result=result,
                 experiment_id=experiment_id,
                 regressed=regressed,
+                probe_step=probe_step,
             )
             return
         pipe = self.client.pipeline(transaction=False)
@@ -220,10 +234,24 @@ class RedisJobScratch:
             )
         if regressed:
             pipe.set(keys.regressed(self.prefix, job_id, experiment_id), b"1", ex=SIGNAL_TTL_S)
+        if probe_step is not None:
+            probed = keys.probed(self.prefix, job_id, probe_step)
+            pipe.incr(probed)
+            pipe.expire(probed, SIGNAL_TTL_S)
         progress = keys.progress(self.prefix, job_id)
         pipe.hincrby(progress, "done", 1)
         pipe.hset(progress, "beat", repr(time.time()))
         pipe.execute()
+
+    def probes(self, job_id: str, experiment_id: str, step: int) -> tuple[int, bool]:
+        probed, regressed, cancelled = self.client.mget(
+            [
+                keys.probed(self.prefix, job_id, step),
+                keys.regressed(self.prefix, job_id, experiment_id),
+                keys.cancelled(self.prefix, job_id),
+            ]
+        )
+        return int(probed or 0), regressed is not None or cancelled is not None
 
     def charge(self, job_id: str, charge: Charge, budget: JobBudget | None = None) -> Spend:
         self._charge(job_id, charge, budget)
@@ -240,6 +268,7 @@ class RedisJobScratch:
         result: EvalResult | None = None,
         experiment_id: str = "",
         regressed: bool = False,
+        probe_step: int | None = None,
     ) -> None:
         """The :data:`_RECORD` script: the charge, and (``done``) what :meth:`record` writes."""
         self._record(
@@ -248,6 +277,7 @@ class RedisJobScratch:
                 keys.progress(self.prefix, job_id),
                 keys.eval_cache(self.prefix, job_id, key),
                 keys.regressed(self.prefix, job_id, experiment_id),
+                keys.probed(self.prefix, job_id, probe_step or 0),
             ],
             args=[
                 repr(charge.cost_usd),
@@ -262,6 +292,7 @@ class RedisJobScratch:
                 self.cache_ttl_s,
                 int(regressed),
                 SIGNAL_TTL_S,
+                int(probe_step is not None),
             ],
         )
 
@@ -305,7 +336,11 @@ class RedisJobScratch:
         found = [keys.cancelled(self.prefix, job_id)]
         found.append(keys.progress(self.prefix, job_id))
         found += [keys.spend(self.prefix, job_id, name) for name in SPEND_COUNTERS]
-        for pattern in (keys.regressed(self.prefix, job_id, "*"), keys.eval_cache(self.prefix, job_id, "*")):
+        for pattern in (
+            keys.regressed(self.prefix, job_id, "*"),
+            keys.probed(self.prefix, job_id, "*"),
+            keys.eval_cache(self.prefix, job_id, "*"),
+        ):
             found += self.client.scan_iter(match=pattern, count=1000)
         for i in range(0, len(found), 500):
             self.client.delete(*found[i : i + 500])
@@ -318,6 +353,7 @@ class MemoryJobScratch:
         self._cache: OrderedDict[tuple[str, str], EvalResult] = OrderedDict()
         self._cancelled: set[str] = set()
         self._regressed: set[tuple[str, str]] = set()
+        self._probed: dict[tuple[str, int], int] = {}
         self._progress: dict[str, Progress] = {}
         self._spend: dict[str, Spend] = {}
         self._locks: dict[str, float] = {}
@@ -350,10 +386,13 @@ class MemoryJobScratch:
         *,
         charge: Charge | None = None,
         budget: JobBudget | None = None,
+        probe_step: int | None = None,
     ) -> None:
         if charge is not None:
             self.charge(job_id, charge, budget)
         with self._lock:
+            if probe_step is not None:
+                self._probed[(job_id, probe_step)] = self._probed.get((job_id, probe_step), 0) + 1
             if result is not None:
                 self._cache[(job_id, key)] = result.compact()
                 while len(self._cache) > self.max_entries:
@@ -362,6 +401,11 @@ class MemoryJobScratch:
                 self._regressed.add((job_id, experiment_id))
             p = self._progress.get(job_id, Progress())
             self._progress[job_id] = p.model_copy(update={"done": p.done + 1, "beat": time.time()})
+
+    def probes(self, job_id: str, experiment_id: str, step: int) -> tuple[int, bool]:
+        with self._lock:
+            stop = job_id in self._cancelled or (job_id, experiment_id) in self._regressed
+            return self._probed.get((job_id, step), 0), stop
 
     def charge(self, job_id: str, charge: Charge, budget: JobBudget | None = None) -> Spend:
         with self._lock:
@@ -415,6 +459,7 @@ class MemoryJobScratch:
         with self._lock:
             self._cancelled.discard(job_id)
             self._regressed = {x for x in self._regressed if x[0] != job_id}
+            self._probed = {k: v for k, v in self._probed.items() if k[0] != job_id}
             self._progress.pop(job_id, None)
             self._spend.pop(job_id, None)
             for k in [k for k in self._cache if k[0] == job_id]:

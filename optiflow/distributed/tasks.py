@@ -1,7 +1,8 @@
 """Thin, idempotent, explicitly named Celery tasks. Each one re-reads what it needs by job id.
 
 - ``optiflow.start(job_id)``: ask the workflow for its first action and launch it.
-- ``optiflow.evaluate(job_id, experiment_id, tag, sample_id, run, guarded)``: one evaluation.
+- ``optiflow.evaluate(job_id, experiment_id, tag, sample_id, run, guarded, probe_step, hold)``: one
+  evaluation (a probe's, or one held behind its step's probes).
 - ``optiflow.propose(job_id, section)``: one section's compression proposal.
 - ``optiflow.rewrite(job_id, request)``: one model-assisted proposal of an optimizer.
 - ``optiflow.advance(results, job_id, step)``: the chord body; it also ends the job when the
@@ -22,6 +23,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from optiflow.core.step import Hold
 from optiflow.distributed import driver, recovery, work
 
 if TYPE_CHECKING:
@@ -39,9 +41,26 @@ def register_tasks(app: Celery, rt: Runtime) -> None:
 
     @app.task(name="optiflow.evaluate", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def evaluate(
-        job_id: str, experiment_id: str, tag: str, sample_id: str, run: int, guarded: bool
+        job_id: str,
+        experiment_id: str,
+        tag: str,
+        sample_id: str,
+        run: int,
+        guarded: bool,
+        probe_step: int | None = None,
+        hold: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        return work.evaluate_one(rt, job_id, experiment_id, tag, sample_id, run, guarded)
+        return work.evaluate_one(
+            rt,
+            job_id,
+            experiment_id,
+            tag,
+            sample_id,
+            run,
+            guarded,
+            probe_step=probe_step,
+            hold=None if hold is None else Hold.model_validate(hold),
+        )
 
     @app.task(name="optiflow.propose", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def propose(job_id: str, section: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ already makes (``scratch.lookup`` before, ``scratch.record`` after).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ from optiflow.core.budget import BUDGET_EXHAUSTED, Charge, budget_line, budget_r
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.sections import SectionPath, parse_path
-from optiflow.core.step import ProposalError, SectionEdit
+from optiflow.core.step import Hold, ProposalError, SectionEdit
 from optiflow.distributed.scratch import cache_key
 from optiflow.errors import BudgetExhaustedError, OptiflowError
 from optiflow.llm.usage import metered
@@ -34,10 +35,24 @@ log = logging.getLogger(__name__)
 
 
 def evaluate_one(
-    rt: Runtime, job_id: str, experiment_id: str, tag: str, sample_id: str, run: int, guarded: bool
+    rt: Runtime,
+    job_id: str,
+    experiment_id: str,
+    tag: str,
+    sample_id: str,
+    run: int,
+    guarded: bool,
+    *,
+    probe_step: int | None = None,
+    hold: Hold | None = None,
 ) -> dict[str, Any]:
+    """One evaluation. ``probe_step``: it is one of that step's probe evaluations (its answer is
+    counted); ``hold``: it waits for the step's probes first (:func:`await_probes`)."""
     from optiflow.evaluator import evaluate_rendered, render_failure
     from optiflow.llm.limiter import limited_by, while_waiting
+
+    if hold is not None:
+        await_probes(rt, job_id, experiment_id, hold)
 
     spec = rt.spec(job_id)
     overrides = rt.overrides(spec.prompt.ns, spec.prompt.key, tag)
@@ -45,7 +60,7 @@ def evaluate_one(
     try:
         rendered = spec.prompt.render(sample.input, overrides=overrides)
     except OptiflowError as exc:  # a failing record, never a raise: the chord must complete
-        rt.scratch.record(job_id, experiment_id, "", None, regressed=guarded)
+        rt.scratch.record(job_id, experiment_id, "", None, regressed=guarded, probe_step=probe_step)
         return _out(render_failure(exc, sample=sample, run=run, experiment_id=experiment_id))
     model = spec.model.with_params(rendered.model_params)
     key = cache_key(
@@ -63,7 +78,9 @@ def evaluate_one(
     skip, hit = rt.scratch.lookup(job_id, experiment_id, key, budget)
     if skip is not None:
         skipped = Charge(skipped=1) if skip == BUDGET_EXHAUSTED else None
-        rt.scratch.record(job_id, experiment_id, key, None, regressed=False, charge=skipped)
+        rt.scratch.record(
+            job_id, experiment_id, key, None, regressed=False, charge=skipped, probe_step=probe_step
+        )
         return _out(
             EvalResult(experiment_id=experiment_id, sample_id=sample_id, run=run, skipped=True, reason=skip)
         )
@@ -87,8 +104,28 @@ def evaluate_one(
         fresh = result if result.error is None else None  # errors are retried, never cached
         charge = meter.charge if budget is not None else None
     regressed = guarded and not (result.success and result.passed)
-    rt.scratch.record(job_id, experiment_id, key, fresh, regressed, charge=charge, budget=budget)
+    rt.scratch.record(
+        job_id, experiment_id, key, fresh, regressed, charge=charge, budget=budget, probe_step=probe_step
+    )
     return _out(result)
+
+
+HOLD_POLL_S = (0.01, 0.1)
+"""A held evaluation looks at the probes every tenth of its wait left, within these bounds (s)."""
+
+
+def await_probes(rt: Runtime, job_id: str, experiment_id: str, hold: Hold) -> None:
+    """Wait until the step's probes have all answered or this experiment regressed (the lookup
+    that follows then skips the call), polling the job's scratch; never past ``hold.until``.
+    The wait holds a worker thread: the model call it would make instead is the one a probe's
+    regression would have wasted."""
+    low, high = HOLD_POLL_S
+    while True:
+        answered, stop = rt.scratch.probes(job_id, experiment_id, hold.step)
+        left = hold.until - time.time()
+        if stop or answered >= hold.probes or left <= 0:
+            return
+        time.sleep(min(max(low, left / 10), high, left))
 
 
 def propose_one(rt: Runtime, job_id: str, path_text: str) -> dict[str, Any]:

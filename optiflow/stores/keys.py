@@ -56,6 +56,12 @@ def regressed(prefix: str, job_id: str, experiment_id: str) -> str:
     return f"{prefix}:job:{job_id}:regressed:{experiment_id}"
 
 
+def probed(prefix: str, job_id: str, step: int | str) -> str:
+    """String counter, with TTL: a step's probe evaluations answered so far; the step's held
+    evaluations wait for it to reach the probe's size."""
+    return f"{prefix}:job:{job_id}:probed:{step}"
+
+
 def progress(prefix: str, job_id: str) -> str:
     """Hash: the running step's ``step``, ``total`` and ``done`` evaluations and ``beat`` (the
     time of the last one): live progress, and the heartbeat recovery reads."""

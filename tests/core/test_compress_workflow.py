@@ -214,3 +214,39 @@ def test_state_round_trips_through_json_midway() -> None:
     again = CompressState.model_validate_json(state.model_dump_json())
     assert again == state
     assert len(steps) == 5
+
+
+def test_a_guarded_set_is_probed_first_on_the_samples_its_removed_sentences_concern() -> None:
+    """Fail-fast sets carry a probe: the watched samples whose questions share the most rare
+    words with a sentence the set removes (``core.relevance``); without fail-fast, none."""
+    help_ = (
+        "Be kind and brief in every answer. When asked about a refund, promise the money within five days. "
+        "When asked about a lost parcel, open a carrier claim. Sign every answer with the team name."
+    )
+    prompt = Prompt(ns="t", key="p", sections=(Section(path=("help",), body=help_),))
+    questions = {
+        "refund-1": "Where is my refund?",
+        "parcel-1": "My parcel got lost on the way",
+        "refund-2": "How many days until the refund arrives?",
+        "hello": "Hello there",
+    }
+    samples = tuple(Sample(id=k, input=v, expected=k) for k, v in questions.items())
+    dropped_refund = (
+        "Be kind and brief in every answer. When asked about a lost parcel, open a carrier claim."
+    )
+
+    def by_rule(bodies: Bodies, sid: str, run: int) -> bool:
+        topic = sid.split("-", maxsplit=1)[0]
+        return sid == "hello" or f"about a {'lost ' if topic == 'parcel' else ''}{topic}" in bodies[("help",)]
+
+    for fail_fast in (True, False):
+        spec = make_spec(
+            prompt=prompt, dataset=Dataset(samples=samples), fail_fast=fail_fast, min_section_tokens=1
+        )
+        report, steps = run_workflow(spec, by_rule, {("help",): dropped_refund})
+        assert isinstance(report, OptimizationReport) and len(report.rejected) == 1
+        (target,) = steps[1].targets
+        if fail_fast:
+            assert target.probe == ("refund-2", "refund-1")  # "days" and "refund", then "refund"
+        else:
+            assert target.probe == ()

@@ -1,5 +1,6 @@
-"""The order a step's evaluations are queued in (``driver._evaluation_order``): interleaved when
-fail-fast watches samples, grouped by target (one prompt variant after another) otherwise."""
+"""The order a step's evaluations are queued in (``driver._evaluation_order``): the probes first,
+then interleaved when fail-fast watches samples, grouped by target (one prompt variant after
+another) otherwise."""
 
 from __future__ import annotations
 
@@ -8,17 +9,29 @@ from optiflow.core.step import EvalTarget, Step
 from optiflow.distributed.driver import _evaluation_order
 
 
-def target(name: str, ids: tuple[str, ...], runs: int, guard: frozenset[str] | None = None) -> EvalTarget:
+def target(
+    name: str,
+    ids: tuple[str, ...],
+    runs: int,
+    guard: frozenset[str] | None = None,
+    probe: tuple[str, ...] = (),
+) -> EvalTarget:
     return EvalTarget(
         experiment=Experiment(id=name, name=name, overrides_tag=f"opt-{name}"),
         sample_ids=ids,
         runs=runs,
         guard=guard,
+        probe=probe,
     )
 
 
 def order(step: Step) -> list[tuple[str, str, int]]:
-    return [(t.experiment.id, sid, run) for t, sid, run in _evaluation_order(step)]
+    first, rest = _evaluation_order(step)
+    return [(t.experiment.id, sid, run) for t, sid, run in (*first, *rest)]
+
+
+def probes(step: Step) -> list[tuple[str, str, int]]:
+    return [(t.experiment.id, sid, run) for t, sid, run in _evaluation_order(step)[0]]
 
 
 def test_without_fail_fast_each_target_is_queued_together() -> None:
@@ -53,3 +66,35 @@ def test_every_evaluation_once_either_way() -> None:
         )
         got = order(step)
         assert len(got) == len(set(got)) == 3 * 3 + 1
+
+
+def test_probes_go_first_best_suspect_of_every_target_then_the_second() -> None:
+    guard = frozenset({"x", "y", "z"})
+    step = Step(
+        index=1,
+        name="candidates",
+        targets=(
+            target("a", ("x", "y", "z"), 2, guard, probe=("z", "y")),
+            target("b", ("x", "y", "z"), 2, guard, probe=("x",)),
+            target("c", ("x", "y", "z"), 2, guard),
+        ),
+    )
+    assert probes(step) == [("a", "z", 0), ("b", "x", 0), ("a", "y", 0)]
+    got = order(step)
+    assert got[:3] == probes(step)
+    assert got[3:10] == [
+        ("a", "x", 0), ("c", "x", 0), ("b", "y", 0), ("c", "y", 0), ("b", "z", 0), ("c", "z", 0),
+        ("a", "x", 1),
+    ]  # fmt: skip
+    assert ("a", "z", 1) in got[3:]  # a probe is its target's first run only
+    assert len(got) == len(set(got)) == 3 * 3 * 2
+
+
+def test_a_probe_is_guarded_samples_of_its_target() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="probe"):
+        target("a", ("x", "y"), 1, frozenset({"x"}), probe=("y",))
+    with pytest.raises(ValidationError, match="probe"):
+        target("a", ("x",), 1, frozenset({"x", "q"}), probe=("q",))

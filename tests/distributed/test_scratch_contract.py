@@ -160,3 +160,21 @@ def test_concurrent_charges_all_add_up(scratch: JobScratch) -> None:
     assert scratch.spend("j") == Spend(cost_usd=25.0, tokens=600)
     progress = scratch.progress("j")
     assert progress is not None and progress.done == 200
+
+
+def test_probes_count_a_steps_probe_answers_and_stop_on_regression_or_cancel(scratch: JobScratch) -> None:
+    assert scratch.probes("j", "e1", 3) == (0, False)
+    scratch.record("j", "e1", "k1", RESULT, regressed=False, probe_step=3)
+    scratch.record("j", "e2", "k2", None, regressed=False, probe_step=3)
+    scratch.record("j", "e2", "k3", None, regressed=False)  # not a probe's
+    scratch.record("j", "e1", "k4", None, regressed=False, charge=Charge(cost_usd=0.1), probe_step=3)
+    assert scratch.probes("j", "e1", 3) == (3, False)
+    assert scratch.probes("j", "e1", 4) == (0, False)  # another step's probes
+    assert scratch.probes("other", "e1", 3) == (0, False)
+    scratch.record("j", "e2", "k5", None, regressed=True, probe_step=4)
+    assert scratch.probes("j", "e2", 4) == (1, True)  # its experiment regressed: no need to wait
+    assert scratch.probes("j", "e1", 4) == (1, False)
+    scratch.cancel("j")
+    assert scratch.probes("j", "e1", 3) == (3, True)
+    scratch.clear("j")
+    assert scratch.probes("j", "e1", 3) == (0, False)

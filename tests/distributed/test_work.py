@@ -35,3 +35,55 @@ def test_second_evaluation_of_the_same_prompt_is_a_cache_hit(tmp_path: Path) -> 
     again = evaluate_one(rt, "job1", "job1-b", "opt-job1-b", sid, 0, guarded=False)
     assert not first.get("cached") and again["cached"] is True
     assert again["passed"] == first["passed"] and again["experiment_id"] == "job1-b"
+
+
+def test_a_held_evaluation_waits_for_its_steps_probes_then_calls(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from optiflow.core.step import Hold
+
+    rt, sid = runtime_with_job(tmp_path)
+    hold = Hold(step=2, probes=2, until=time.time() + 30)
+    out: dict[str, object] = {}
+    held = threading.Thread(
+        target=lambda: out.update(evaluate_one(rt, "job1", "job1-a", "t", sid, 0, guarded=True, hold=hold))
+    )
+    held.start()
+    time.sleep(0.2)
+    assert held.is_alive() and not out  # one probe answered of two: still waiting
+    evaluate_one(rt, "job1", "job1-a", "t", sid, 1, guarded=True, probe_step=2)
+    time.sleep(0.1)
+    assert held.is_alive()
+    evaluate_one(rt, "job1", "job1-b", "t", sid, 2, guarded=True, probe_step=2)
+    held.join(5)
+    assert not held.is_alive() and out["passed"] is True and not out.get("skipped")
+
+
+def test_a_held_evaluation_skips_once_a_probe_found_its_regression(tmp_path: Path) -> None:
+    import time
+
+    from optiflow.core.step import Hold
+
+    rt, sid = runtime_with_job(tmp_path)
+    rt.scratch.record("job1", "job1-a", "k", None, regressed=True, probe_step=2)
+    started = time.monotonic()
+    out = evaluate_one(
+        rt, "job1", "job1-a", "t", sid, 0, guarded=True, hold=Hold(step=2, probes=5, until=time.time() + 30)
+    )
+    assert out["skipped"] is True and out["reason"] == "regressed"
+    assert time.monotonic() - started < 1
+
+
+def test_a_lost_probe_delays_a_held_evaluation_until_its_deadline_no_more(tmp_path: Path) -> None:
+    import time
+
+    from optiflow.core.step import Hold
+
+    rt, sid = runtime_with_job(tmp_path)
+    started = time.monotonic()
+    out = evaluate_one(
+        rt, "job1", "job1-a", "t", sid, 0, guarded=True, hold=Hold(step=2, probes=1, until=time.time() + 0.3)
+    )
+    waited = time.monotonic() - started
+    assert 0.25 < waited < 3 and out["passed"] is True

@@ -51,6 +51,7 @@ from optiflow.core.gate.outcomes import Outcomes
 from optiflow.core.gate.strict import can_regress
 from optiflow.core.overrides import SectionOverride
 from optiflow.core.records import Trial
+from optiflow.core.relevance import Relevance, probe_size, removed_sentences
 from optiflow.core.sections import SectionPath, path_str
 from optiflow.core.step import EvalTarget, ProposalError, SectionEdit, Step, StepResults
 from optiflow.core.workflow import TokenCounter, Transition, advanced, noted, started
@@ -116,6 +117,7 @@ class CompressWorkflow:
         self.gate = spec.gate_spec
         self.ids = spec.dataset.ids()
         self.protected = self.gate.protected_ids(spec.dataset.samples)
+        self.relevance = Relevance(spec.dataset.samples)
 
     @staticmethod
     def load_state(data: Mapping[str, object]) -> CompressState:
@@ -136,9 +138,12 @@ class CompressWorkflow:
         first_run: int = 0,
         guard: frozenset[str] | None = None,
     ) -> EvalTarget:
+        mods = tuple(mods)
+        sample_ids = tuple(sample_ids)
         by_path = {o.path: o for o in self.spec.baseline_overrides}
         for m in mods:
             by_path[m.section_path] = _override(m)
+        guard = guard if self.spec.fail_fast and guard else None
         return EvalTarget(
             experiment=Experiment(
                 id=self._experiment_id(suffix),
@@ -149,11 +154,20 @@ class CompressWorkflow:
             ),
             overrides=tuple(sorted(by_path.values(), key=lambda o: o.path)),
             model_params=dict(self.spec.baseline_model_params),
-            sample_ids=tuple(sample_ids),
+            sample_ids=sample_ids,
             runs=runs,
             first_run=first_run,
-            guard=guard if self.spec.fail_fast and guard else None,
+            guard=guard,
+            probe=self._probe(mods, sample_ids, guard) if guard else (),
         )
+
+    def _probe(
+        self, mods: Sequence[Modification], sample_ids: Sequence[str], guard: frozenset[str]
+    ) -> tuple[str, ...]:
+        """The watched samples the set's removed sentences concern most (evaluated first)."""
+        watched = [sid for sid in sample_ids if sid in guard]
+        removed = removed_sentences((self.spec.effective_body(m.section_path), m.proposed_body) for m in mods)
+        return self.relevance.probe(removed, watched, probe_size(len(watched)))
 
     def _ranges(
         self, s: GatedSet | None, ranges: Sequence[RunRange], guard: frozenset[str]
