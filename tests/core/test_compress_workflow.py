@@ -250,3 +250,35 @@ def test_a_guarded_set_is_probed_first_on_the_samples_its_removed_sentences_conc
             assert target.probe == ("refund-2", "refund-1")  # "days" and "refund", then "refund"
         else:
             assert target.probe == ()
+
+
+def test_strict_greedy_evaluates_the_chain_of_sets_it_would_keep_in_one_step() -> None:
+    """Greedy after a rejected combination: the sets it would evaluate next if each is kept
+    share one step (strict); a rejection in the chain makes the rest moot, and the decisions
+    are seed 000's."""
+    filler = " ".join(["filler"] * 40)
+    prompt = Prompt(
+        ns="t",
+        key="p",
+        sections=(
+            Section(path=("a",), body="rule_a rule_x " + filler + " " + filler),
+            Section(path=("b",), body="rule_b rule_y " + filler + " pad pad pad"),
+            Section(path=("c",), body="rule_c rule_x " + filler),
+            Section(path=("d",), body="rule_d rule_y " + " ".join(["pad"] * 20)),
+        ),
+    )
+    samples = ("a", "b", "c", "d", "x", "y")
+    spec = make_spec(
+        prompt=prompt, dataset=Dataset(samples=tuple(Sample(id=s, input=s, expected=s) for s in samples))
+    )
+    # each drops its copy of rule_x or rule_y: fine alone, x or y lost when both copies go
+    edits = {("a",): "rule_a", ("b",): "rule_b", ("c",): "rule_c", ("d",): "rule_d"}
+    report, steps = run_workflow(spec, answer, edits)
+    assert isinstance(report, OptimizationReport)
+    names = [s.name for s in steps]
+    assert names == ["baseline", "candidates", "combined", "greedy-1", "greedy-3"]
+    chain = steps[3]
+    assert [t.experiment.name for t in chain.targets] == ["greedy-1", "greedy-2"]  # {a,b} and {a,b,c}
+    assert [m.section_path for m in report.modifications] == [("a",), ("b",)]
+    assert [r.section_path for r in report.rejected if r.stage == "greedy"] == [("c",), ("d",)]
+    assert_matches_seed(spec, edits, report)

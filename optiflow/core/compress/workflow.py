@@ -16,7 +16,8 @@ Steps (each one chord):
    decided or reaches ``gate.max_runs``.
 3. ``combined``: with more than one accepted, all of them together, decided by the same gate.
 4. ``greedy-N``: when the combination is rejected, largest token reduction first; each kept only
-   if the accumulated set is accepted.
+   if the accumulated set is accepted. Under ``strict`` the sets greedy would evaluate next if
+   each one before is kept share a step (a chain); their decisions are read in order.
 
 Under ``strict`` this is seed 000 exactly, with its savings: the combined and greedy sets decide
 only by regressions, so they are evaluated only on the samples that passed every baseline run;
@@ -335,18 +336,16 @@ class CompressWorkflow:
                 return self._finish(state, state.accepted)
             combined = GatedSet(suffix="combined", name="combined", mods=state.accepted)
             state = state.model_copy(update={"phase": "combined"})
-            return self._evaluate_set(state, combined)
-        (s,) = state.pending
-        known = self._remember(state, s, decisions[s.suffix])
-        state = state.model_copy(
-            update={"pending": (), "known_sets": {**state.known_sets, _set_key(s.mods): known}}
-        )
+            return self._evaluate_sets(state, [combined])
+        remembered = {_set_key(s.mods): self._remember(state, s, decisions[s.suffix]) for s in state.pending}
+        state = state.model_copy(update={"pending": (), "known_sets": {**state.known_sets, **remembered}})
         if state.phase == "combined":
+            (known,) = remembered.values()
             state = state.model_copy(update={"combined": known.stats})
             if known.accepted:
                 return self._finish(state, state.accepted)
             return self._next_greedy(self._start_greedy(state))
-        return self._next_greedy(self._greedy_record(state, known))
+        return self._next_greedy(state)  # the chain's decisions are read from memory, in order
 
     def _record(
         self, state: CompressState, sets: Sequence[GatedSet], decisions: Mapping[str, GateDecision]
@@ -393,28 +392,47 @@ class CompressWorkflow:
         )
 
     # -- combined and greedy --------------------------------------------------------------------
-    def _evaluate_set(self, state: CompressState, s: GatedSet) -> tuple[CompressState, Action]:
-        """A set's first round: under ``strict`` only the samples that passed every baseline run
-        (the only ones that can regress), under ``paired`` what the test pairs."""
+    def _evaluate_sets(self, state: CompressState, sets: Sequence[GatedSet]) -> tuple[CompressState, Action]:
+        """Sets' first round, in one step: under ``strict`` only the samples that passed every
+        baseline run (the only ones that can regress), under ``paired`` what the test pairs."""
         assert state.assessment is not None
-        decision = decide(self.gate, state.assessment, state.baseline, s.outcomes)
-        state = state.model_copy(update={"pending": (s,)})
-        if decision.decided:  # nothing can regress: decided without evaluating
-            return self._close(state, {s.suffix: decision})
-        return self._next_round(state, [s], {s.suffix: decision})
+        decisions = {s.suffix: decide(self.gate, state.assessment, state.baseline, s.outcomes) for s in sets}
+        state = state.model_copy(update={"pending": tuple(sets)})
+        if all(d.decided for d in decisions.values()):  # nothing can regress: decided without evaluating
+            return self._close(state, decisions)
+        return self._next_round(state, sets, decisions)
 
     def _next_greedy(self, state: CompressState) -> tuple[CompressState, Action]:
-        """Decide greedy sets from memory while possible; put the first unknown one to the gate."""
+        """Decide greedy sets from memory while possible; put the first unknown one (and the
+        chain behind it, :meth:`_greedy_chain`) to the gate."""
         while state.greedy_queue:
-            trial = (*state.greedy_kept, state.greedy_queue[0])
-            known = state.known_sets.get(_set_key(trial))
+            known = state.known_sets.get(_set_key((*state.greedy_kept, state.greedy_queue[0])))
             if known is None:
-                n = len(state.greedy_kept) + sum(1 for r in state.rejected if r.stage == "greedy")
-                return self._evaluate_set(
-                    state, GatedSet(suffix=f"greedy-{n}", name=f"greedy-{n}", mods=trial)
-                )
+                return self._evaluate_sets(state, self._greedy_chain(state))
             state = self._greedy_record(state, known)
         return self._finish(state, state.greedy_kept)
+
+    def _greedy_chain(self, state: CompressState) -> list[GatedSet]:
+        """The next greedy set to evaluate and, under ``strict`` (one round decides a set), the
+        sets greedy evaluates after it if each one before is kept, up to the first already
+        known to be rejected. They share one step: every set kept saves a step's round trip,
+        and greedy reads the decisions from memory in order, so the decisions are seed 000's.
+        A rejection makes the sets after it moot; they were mostly supersets of the rejected
+        one, which its regression usually rejects after a probe's few calls."""
+        assert state.assessment is not None
+        n = len(state.greedy_kept) + sum(1 for r in state.rejected if r.stage == "greedy")
+        kept, chain = state.greedy_kept, []
+        for i, mod in enumerate(state.greedy_queue):
+            trial = (*kept, mod)
+            known = state.known_sets.get(_set_key(trial))
+            if known is not None and not known.accepted:
+                break
+            if known is None:
+                chain.append(GatedSet(suffix=f"greedy-{n + i}", name=f"greedy-{n + i}", mods=trial))
+                if state.assessment.gate != "strict":
+                    break
+            kept = trial
+        return chain
 
     @staticmethod
     def _greedy_record(state: CompressState, known: SetDecision) -> CompressState:
@@ -463,16 +481,18 @@ class CompressWorkflow:
             if len(state.accepted) <= 1:
                 return self._finish(state, state.accepted)
             return self._greedy_from_memory(self._start_greedy(state), reason)
-        (s,) = state.pending
-        state = state.model_copy(update={"pending": ()})
-        if not cut:
-            known = self._remember(state, s, decisions[s.suffix])
-            state = state.model_copy(update={"known_sets": {**state.known_sets, _set_key(s.mods): known}})
-            if state.phase == "combined":
+        decided = {
+            _set_key(s.mods): self._remember(state, s, decisions[s.suffix])
+            for s in state.pending
+            if s not in cut
+        }
+        state = state.model_copy(update={"pending": (), "known_sets": {**state.known_sets, **decided}})
+        if state.phase == "combined":
+            if decided:
+                (known,) = decided.values()
                 state = state.model_copy(update={"combined": known.stats})
                 if known.accepted:
                     return self._finish(state, state.accepted)
-        if state.phase == "combined":
             state = self._start_greedy(state)
         return self._greedy_from_memory(state, reason)
 
