@@ -65,6 +65,8 @@ class Hold(Frozen):
 
     step: int = Field(ge=0)
     probes: int = Field(ge=1)
+    expect: float = 0.0
+    """When the probes should have answered (epoch seconds): no use looking before."""
     until: float
 
 

@@ -122,10 +122,14 @@ def await_probes(rt: Runtime, job_id: str, experiment_id: str, hold: Hold) -> No
     low, high = HOLD_POLL_S
     while True:
         answered, stop = rt.scratch.probes(job_id, experiment_id, hold.step)
-        left = hold.until - time.time()
+        now = time.time()
+        left = hold.until - now
         if stop or answered >= hold.probes or left <= 0:
             return
-        time.sleep(min(max(low, left / 10), high, left))
+        due = hold.expect - now
+        # not due yet: one look when they are; then every tenth of the wait left, within bounds
+        pause = due if due > low else min(max(low, left / 10), high)
+        time.sleep(min(pause, left))
 
 
 def propose_one(rt: Runtime, job_id: str, path_text: str) -> dict[str, Any]:
