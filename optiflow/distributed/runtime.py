@@ -130,6 +130,7 @@ class Runtime:
         self.embedded = embedded
         self._specs = _LRU(64)
         self._samples = _LRU(64)
+        self._workflows = _LRU(64)
         self._tags = _LRU(1024)
 
     @cached_property
@@ -213,7 +214,10 @@ class Runtime:
         return spec
 
     def workflow(self, job_id: str) -> Workflow[Any]:
-        return workflow_for(self.spec(job_id), job_id)
+        """A workflow holds only its job's immutable spec (and what it derives from it, such as
+        the dataset's word weights for probes): one per job and process."""
+        wf: Workflow[Any] = self._workflows.get(job_id, lambda: workflow_for(self.spec(job_id), job_id))
+        return wf
 
     def sample(self, job_id: str, sample_id: str) -> Sample:
         by_id: dict[str, Sample] = self._samples.get(
