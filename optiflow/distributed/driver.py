@@ -203,8 +203,9 @@ def _launch_step(
 ) -> None:
     """Publish a step as one chord: the probes' evaluations first. With ``latency_s`` (the
     model's typical call time, measured on the step before), every other evaluation of a probed
-    target is *held*: it waits for the probes' answers (at most :func:`probe_wait`) before its
-    model call, so a regression a probe finds costs the probe's calls, not a full wave's."""
+    target that owns most of the step (:func:`_held`) is *held*: it waits for the probes'
+    answers (at most :func:`probe_wait`) before its model call, so a regression a probe finds
+    costs the probe's calls, not a full wave's."""
     spec = rt.spec(job_id)
     descriptor = spec.prompt.descriptor()
     for target in _one_per_tag(step):
@@ -231,8 +232,11 @@ def _launch_step(
         hold = Hold(step=step.index, probes=len(first), expect=launched + latency_s, until=until).model_dump()
     for target, sid, run in first:
         header.append(_evaluate(evaluate, job_id, target, sid, run, probe_step=step.index))
+    held = _held(step) if hold is not None else set()
     for target, sid, run in rest:
-        header.append(_evaluate(evaluate, job_id, target, sid, run, hold=hold if target.probe else None))
+        header.append(
+            _evaluate(evaluate, job_id, target, sid, run, hold=hold if id(target) in held else None)
+        )
     for sig in header[1:]:  # the first message declares the queue; the rest need not ask again
         sig.set(declare=[])
     rt.scratch.start_step(job_id, step.index, len(header) - len(step.propose) - len(step.rewrites))
@@ -286,6 +290,16 @@ def _evaluation_order(step: Step) -> tuple[list[Evaluation], list[Evaluation]]:
     return [(targets[k], sid, run) for k, sid, run in probed], [
         (targets[k], sid, run) for k, sid, run in rest
     ]
+
+
+def _held(step: Step) -> set[int]:
+    """The probed targets whose other evaluations are held: those with at least half of the
+    step's evaluations. A target sharing its step with several others has only its share of the
+    first wave in flight when its probe answers (the order interleaves targets), about a probe's
+    worth on a fleet of a few dozen threads, while holding would idle every thread for a model
+    call; one that owns its step would have the whole wave in flight."""
+    total = sum(t.size for t in step.targets)
+    return {id(t) for t in step.targets if t.probe and 2 * t.size >= total}
 
 
 def probe_wait(latency_s: float) -> float:

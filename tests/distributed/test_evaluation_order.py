@@ -98,3 +98,17 @@ def test_a_probe_is_guarded_samples_of_its_target() -> None:
         target("a", ("x", "y"), 1, frozenset({"x"}), probe=("y",))
     with pytest.raises(ValidationError, match="probe"):
         target("a", ("x",), 1, frozenset({"x", "q"}), probe=("q",))
+
+
+def test_a_probed_target_is_held_only_when_it_owns_at_least_half_of_its_step() -> None:
+    from optiflow.distributed.driver import _held
+
+    guard = frozenset({"x", "y"})
+    alone = target("a", ("x", "y"), 3, guard, probe=("x",))
+    assert _held(Step(index=1, name="combined", targets=(alone,))) == {id(alone)}
+    pair = (target("a", ("x", "y"), 3, guard, probe=("x",)), target("b", ("x", "y"), 3, guard, probe=("y",)))
+    assert _held(Step(index=1, name="greedy", targets=pair)) == {id(pair[0]), id(pair[1])}
+    many = tuple(target(n, ("x", "y"), 3, guard, probe=("x",)) for n in "abcde")
+    assert _held(Step(index=1, name="candidates", targets=many)) == set()  # interleaving spreads the wave
+    unprobed = target("a", ("x", "y"), 3, guard)
+    assert _held(Step(index=1, name="combined", targets=(unprobed,))) == set()
