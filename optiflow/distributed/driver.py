@@ -225,14 +225,14 @@ def _launch_step(
     rewrite = app.tasks["optiflow.rewrite"]
     header += [rewrite.s(job_id, r.model_dump(mode="json")) for r in step.rewrites]
     first, rest = _evaluation_order(step)
+    held = _held(step) if latency_s is not None else set()
     hold = None
-    if first and latency_s is not None:
+    if held and latency_s is not None:
         launched = time.time()
         until = launched + probe_wait(latency_s)
         hold = Hold(step=step.index, probes=len(first), expect=launched + latency_s, until=until).model_dump()
     for target, sid, run in first:
         header.append(_evaluate(evaluate, job_id, target, sid, run, probe_step=step.index))
-    held = _held(step) if hold is not None else set()
     for target, sid, run in rest:
         header.append(
             _evaluate(evaluate, job_id, target, sid, run, hold=hold if id(target) in held else None)

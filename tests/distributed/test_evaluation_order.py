@@ -4,9 +4,12 @@ another) otherwise."""
 
 from __future__ import annotations
 
+import pytest
+from pydantic import ValidationError
+
 from optiflow.core.experiment import Experiment
 from optiflow.core.step import EvalTarget, Step
-from optiflow.distributed.driver import _evaluation_order
+from optiflow.distributed.driver import _evaluation_order, _held
 
 
 def target(
@@ -91,9 +94,6 @@ def test_probes_go_first_best_suspect_of_every_target_then_the_second() -> None:
 
 
 def test_a_probe_is_guarded_samples_of_its_target() -> None:
-    import pytest
-    from pydantic import ValidationError
-
     with pytest.raises(ValidationError, match="probe"):
         target("a", ("x", "y"), 1, frozenset({"x"}), probe=("y",))
     with pytest.raises(ValidationError, match="probe"):
@@ -101,8 +101,6 @@ def test_a_probe_is_guarded_samples_of_its_target() -> None:
 
 
 def test_a_probed_target_is_held_only_when_it_owns_at_least_half_of_its_step() -> None:
-    from optiflow.distributed.driver import _held
-
     guard = frozenset({"x", "y"})
     alone = target("a", ("x", "y"), 3, guard, probe=("x",))
     assert _held(Step(index=1, name="combined", targets=(alone,))) == {id(alone)}

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
+from optiflow.core.step import Hold
 from optiflow.distributed.runtime import Runtime
 from optiflow.distributed.work import evaluate_one
 from optiflow.jobfile import load_job
@@ -38,11 +41,6 @@ def test_second_evaluation_of_the_same_prompt_is_a_cache_hit(tmp_path: Path) -> 
 
 
 def test_a_held_evaluation_waits_for_its_steps_probes_then_calls(tmp_path: Path) -> None:
-    import threading
-    import time
-
-    from optiflow.core.step import Hold
-
     rt, sid = runtime_with_job(tmp_path)
     hold = Hold(step=2, probes=2, until=time.time() + 30)
     out: dict[str, object] = {}
@@ -61,10 +59,6 @@ def test_a_held_evaluation_waits_for_its_steps_probes_then_calls(tmp_path: Path)
 
 
 def test_a_held_evaluation_skips_once_a_probe_found_its_regression(tmp_path: Path) -> None:
-    import time
-
-    from optiflow.core.step import Hold
-
     rt, sid = runtime_with_job(tmp_path)
     rt.scratch.record("job1", "job1-a", "k", None, regressed=True, probe_step=2)
     started = time.monotonic()
@@ -76,10 +70,6 @@ def test_a_held_evaluation_skips_once_a_probe_found_its_regression(tmp_path: Pat
 
 
 def test_a_lost_probe_delays_a_held_evaluation_until_its_deadline_no_more(tmp_path: Path) -> None:
-    import time
-
-    from optiflow.core.step import Hold
-
     rt, sid = runtime_with_job(tmp_path)
     started = time.monotonic()
     out = evaluate_one(
