@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 REDIS_URL = os.environ.get("OPTIFLOW_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+RABBITMQ_URL = os.environ.get("OPTIFLOW_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672")
 POSTGRES_URL = os.environ.get(
     "OPTIFLOW_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
@@ -45,6 +46,31 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
     if keys:
         client.delete(*keys)
     client.close()
+
+
+@pytest.fixture
+def rabbitmq_url() -> Iterator[str]:
+    """A broker URL on the RabbitMQ at OPTIFLOW_TEST_RABBITMQ_URL, in a virtual host of its own for
+    this test (its queues, and whatever a killed worker left in them, go with it afterwards).
+    Queue names are not under the key prefix on AMQP, so a shared vhost would mix test runs."""
+    import shutil
+    import subprocess
+
+    from kombu import Connection
+
+    vhost = f"optiflow-test-{uuid.uuid4().hex[:10]}"
+    ctl = shutil.which("rabbitmqctl")
+    try:
+        with Connection(f"{RABBITMQ_URL}//", connect_timeout=3) as conn:
+            conn.ensure_connection(max_retries=1)
+        if ctl is None:
+            raise RuntimeError("rabbitmqctl not found: a test cannot make its own virtual host")
+        for args in (["add_vhost", vhost], ["set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"]):
+            subprocess.run([ctl, "-q", *args], check=True, capture_output=True, timeout=60)
+    except Exception as exc:
+        _unavailable("RabbitMQ", exc)
+    yield f"{RABBITMQ_URL}/{vhost}"
+    subprocess.run([ctl, "-q", "delete_vhost", vhost], check=False, capture_output=True, timeout=60)
 
 
 @pytest.fixture(scope="session")
