@@ -23,8 +23,9 @@ def statistic(stats: GateStats | None) -> str:
     if stats.gate == "strict":
         return f"strict: {len(stats.regressed)} regression(s) on {stats.samples} samples"
     return (
-        f"paired: drop {stats.drop:+.1%} (bound {stats.drop_high:+.1%} vs margin {stats.margin:.0%}), "
-        f"{stats.pairs} pair(s)/sample"
+        f"paired: vs the gate's baseline {stats.baseline_pass_rate:.1%} on the same samples, "
+        f"{stats.pairs} run(s) each: drop {stats.drop:+.1%} (bound {stats.drop_high:+.1%} vs margin "
+        f"{stats.margin:.0%})"
     )
 
 
@@ -34,7 +35,7 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
     a = report.assessment
     if a is not None:
         flaky = f", {a.flaky} flaky sample(s)" if a.flaky else ""
-        power = f"; detects drops of {a.detectable_drop:.0%} or more" if a.detectable_drop is not None else ""
+        power = f"; detects drops of {a.detectable_drop:.1%} or more" if a.detectable_drop is not None else ""
         lines.append(f"gate {a.gate} ({a.reason}){power}")
         lines.append(f"baseline: {a.runs} evaluations, {a.errors} error(s) ({a.error_rate:.1%}){flaky}")
     if report.modifications:
@@ -56,10 +57,12 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
             lines.append(f"{head}  not accepted at {r.stage}: undecided, the budget ran out")
             continue
         lines.append(f"{head}  rejected at {r.stage}: {what}")
-    if report.combined is not None:
-        lines.append(f"combined: {statistic(report.combined)}")
     for e in report.proposal_errors:
         lines.append(f"  ! {path_str(e.path):<28} proposal failed: {e.error}")
+    for u in report.untried:
+        lines.append(f"  · {path_str(u.path):<28} {u.reason}")
+    if report.combined is not None:
+        lines.append(f"combined: {statistic(report.combined)}")
     if stats:
         s = report.stats
         lines.append(
