@@ -26,10 +26,15 @@ sys.path.insert(0, str(ROOT))
 from optiflow.interfaces.client import Client  # noqa: E402
 from optiflow.jobfile import load_job_data  # noqa: E402
 from tests.support.http import Server  # noqa: E402
-from tests.support.page import LAPTOP, PHONE, browser, example_document, layout_problems  # noqa: E402
+from tests.support.page import (  # noqa: E402
+    LAPTOP,
+    PHONE,
+    browser,
+    example_document,
+    layout_problems,
+    paired_document,
+)
 from tests.support.workers import embedded_settings  # noqa: E402
-
-SAMPLED = {"model": "optiflow/sim", "params": {"sim_pass_dist": "0.8*beta(6,2) + 0.2*fixed(1)", "sim_seed": 3}}
 
 
 def run(client: Client, document: dict[str, Any]) -> str:
@@ -64,13 +69,13 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as home, Client(embedded_settings(Path(home))) as client:
         compress = run(client, example_document("support-bot"))
-        sampled = run(client, example_document("support-bot", name="support-bot-sampled", model=SAMPLED,
-                                               strategy={"type": "llm", "model": {"model": "optiflow/sim"}}))  # fmt: skip
+        sampled = run(client, paired_document())
         optimize = run(client, example_document("weak-helpdesk"))
 
         def measure(i: int, noise: float, floor: float = 0.8) -> str:
-            return run(client, example_document("support-bot", "measure.yaml", runs=3, fail_below=floor,
-                                                model={"model": "optiflow/sim", "params": {"sim_noise": noise, "sim_seed": i}}))  # fmt: skip
+            model = {"model": "optiflow/sim", "params": {"sim_noise": noise, "sim_seed": i}}
+            document = example_document("support-bot", "measure.yaml", runs=3, fail_below=floor, model=model)
+            return run(client, document)
 
         nightly = [measure(i, noise) for i, noise in enumerate((0.0, 0.01, 0.0, 0.03))]
         client.apply(compress)  # the nightly cron measures the compressed prompt from here on
