@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from optiflow.core import kinds
@@ -52,7 +53,7 @@ def boxed(title: str, text: str) -> str:
         for line in body.splitlines():
             if not line.strip():
                 continue
-            stripped = line.strip()
+            stripped = re.sub(r"\s{3,}", "  ", line.strip())  # a column's padding, not needed here
             lead = " " * max(0, len(line) - len(line.lstrip()) - 2)  # the report's two-space margin
             wrapped = textwrap.wrap(stripped, width=width, initial_indent=lead, subsequent_indent=lead + "  ")
             out += [f"║  {w:<{inner - 2}}║" for w in wrapped or [lead]]

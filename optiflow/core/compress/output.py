@@ -17,15 +17,15 @@ def headline(report: OptimizationReport) -> str:
 
 def statistic(stats: GateStats | None) -> str:
     """A decision's statistic in a few words: regressions under ``strict``; under ``paired`` the
+    gate's own baseline pass rate it compares against (on the same samples, paired runs), the
     estimated drop with its anytime-valid upper bound against the margin."""
     if stats is None:
         return ""
     if stats.gate == "strict":
         return f"strict: {len(stats.regressed)} regression(s) on {stats.samples} samples"
     return (
-        f"paired: vs the gate's baseline {stats.baseline_pass_rate:.1%} on the same samples, "
-        f"{stats.pairs} run(s) each: drop {stats.drop:+.1%} (bound {stats.drop_high:+.1%} vs margin "
-        f"{stats.margin:.0%})"
+        f"paired: vs baseline {stats.baseline_pass_rate:.1%} over {stats.pairs} run(s): drop "
+        f"{stats.drop:+.1%} (bound {stats.drop_high:+.1%} vs margin {stats.margin:.0%})"
     )
 
 
@@ -56,7 +56,8 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
         if r.reason.startswith("undecided") and report.budget is not None and report.budget.exhausted:
             lines.append(f"{head}  not accepted at {r.stage}: undecided, the budget ran out")
             continue
-        lines.append(f"{head}  rejected at {r.stage}: {what}")
+        why = statistic(r.gate) if r.gate is not None and r.gate.gate != "strict" else ""
+        lines.append(f"{head}  rejected at {r.stage}: {what}" + (f"  [{why}]" if why else ""))
     for e in report.proposal_errors:
         lines.append(f"  ! {path_str(e.path):<28} proposal failed: {e.error}")
     for u in report.untried:
