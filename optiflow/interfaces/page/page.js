@@ -545,7 +545,7 @@ function gateLine(g) {
     ? ` · errors: ${g.baseline_errors} baseline, ${g.candidate_errors} candidate` : "";
   // the pass rates are over the samples the candidate was run on: say how many of all
   const n = typeof g.evaluated_samples === "number" ? g.evaluated_samples : null;
-  const over = n !== null && n < g.samples ? ` on ${n} of ${g.samples} samples` : ` on all ${g.samples} samples`;
+  const over = n === null ? "" : n < g.samples ? ` on ${n} of ${g.samples} samples` : ` on all ${g.samples} samples`;
   if (g.gate === "strict") {
     const ids = g.regressed.slice(0, 6).join(", ") + (g.regressed.length > 6 ? ", …" : "");
     const count = g.regressed.length;
