@@ -162,7 +162,7 @@ function jobItem(job) {
     h("span", { class: "name", text: job.name || job.id }),
     h("span", { class: `pill ${pillClass(status)}`, text: status }),
     o ? h("span", { class: `result${o.bad ? " failed" : ""}`, text: o.text })
-      : job.error ? h("span", { class: "result failed", text: job.error }) : null,
+      : job.error ? h("span", { class: `result ${job.status === "failed" ? "failed" : "mute"}`, text: job.error }) : null,
     h("span", { class: "meta", text: `${job.kind} · ${job.id.slice(0, 8)} · ${ago(job.created_at)}` }));
 }
 
@@ -620,8 +620,10 @@ function verdict(row) {
   if (p.score === undefined) return [h("b", { class: "pending", text: "being evaluated" }), ` ${tokens}`];
   const reading = typeof live.drop === "number" ? `, estimated drop ${signedPct(live.drop)}` +
     (typeof live.drop_high === "number" && live.drop_high < 1 ? ` (bound ${signedPct(live.drop_high)})` : "") : "";
+  const part = typeof live.evaluated_samples === "number" && typeof live.samples === "number" &&
+    live.evaluated_samples < live.samples ? ` on ${live.evaluated_samples} of ${live.samples} samples` : "";
   return [h("b", { class: "pending", text: "undecided" }),
-    ` after round ${live.round || 1}: pass rate ${pct(p.score)}${baselineNote()}${reading}; more runs coming; ${tokens}`];
+    ` after round ${live.round || 1}: pass rate ${pct(p.score)}${part}${baselineNote()}${reading}; more runs coming; ${tokens}`];
 }
 
 function baselineNote() {
