@@ -148,9 +148,10 @@ def _termination_line(job: JobHandle, name: str) -> str | None:
 
 
 def summary(result: OptimizeResult, verbosity: Verbosity = "summary") -> str:
-    """The closing text: ``minimal`` one line, ``summary`` the report, ``full`` with its stats."""
-    from optiflow.interfaces.console import format_result
+    """The closing text: ``minimal`` one line, else the summary box of every kind (``summary``:
+    the report and what it cost, ``full`` with its stats)."""
+    from optiflow.interfaces.console import summary_box
 
     if result.report is None:
         return f"job {result.job_id}: {result.status}" + (f" ({result.error})" if result.error else "")
-    return format_result(result, verbosity=verbosity)
+    return summary_box(result, verbosity)

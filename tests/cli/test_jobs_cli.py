@@ -328,3 +328,22 @@ def test_a_baseline_passing_nothing_fails_the_job_with_its_cause_and_apply_write
     assert [status for _, status in job_rows(home)] == ["failed"]
     code, history, _ = cli("prompt", "history", "support/bot")
     assert code != 0 or "v1.0" not in history  # no version of stable was written
+
+
+# -- what the operator reads (issue 22) ------------------------------------------------------------
+def test_demo_prints_what_the_job_cost_and_watch_closes_every_kind_with_its_box(cli: Cli, home: Path) -> None:
+    rc, out, err = cli("demo", "--job", str(EXAMPLE_DIR / "measure.yaml"))
+    assert rc == 0, err
+    job_id = re.search(r"^submitted (\w+)$", out, re.M).group(1)  # type: ignore[union-attr]
+    cost = [line.strip() for line in out.splitlines() if line.strip().startswith("cost:")]
+    assert cost == ["cost: 220 model call(s) for 220 evaluations; 0 cache hit(s), 0 fail-fast skip(s)"], out
+    assert re.search(r"; cost \$\d+\.\d{6}$", out, re.M), out  # the cost has its unit
+    rc, out, _ = cli("watch", job_id)
+    assert rc == 0
+    box = out[out.index("╔") :].splitlines()
+    assert box[0].startswith("╔") and box[-1].startswith("╚"), out
+    assert len({len(line) for line in box}) == 1, "the box's lines are not all of one width"
+    assert f"MEASURE: job {job_id} completed" in box[1]
+    assert any("pass rate 88.6%" in line for line in box) and any(
+        "cost: 220 model call(s)" in line for line in box
+    )

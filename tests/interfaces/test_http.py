@@ -118,7 +118,11 @@ def test_finished_job_shows_completed_with_its_report(
         "error",
         "created_at",
         "updated_at",
+        "outcome",
     }
+    assert everything[job_id]["outcome"]["text"].endswith(f"{report['total_token_reduction']:,} tokens · "
+                                                          f"{len(report['modifications'])} accepted, "
+                                                          f"{len(report['rejected'])} rejected")  # fmt: skip
     assert job_id in listed(status="completed", kind="compress")
     assert job_id not in listed(status="running,queued")
     assert job_id not in listed(kind="measure")

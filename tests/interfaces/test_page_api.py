@@ -20,7 +20,14 @@ from optiflow.core.records import Trial
 from optiflow.interfaces.client import Client
 from optiflow.interfaces.http import HttpConfig
 from optiflow.interfaces.http.handlers import PAGE_CSP
-from optiflow.interfaces.http.views import measure_point, step_name, steps_view, trials_view
+from optiflow.interfaces.http.views import (
+    measure_point,
+    outcome,
+    step_label,
+    step_name,
+    steps_view,
+    trials_view,
+)
 from optiflow.persistence.jobs import JobRecord
 from tests.support.http import Server, job_document
 from tests.support.page import measure_document
@@ -257,7 +264,7 @@ def test_rounds_of_a_gate_keep_their_own_steps_and_names() -> None:
     assert [(s["index"], s["name"], s["evaluations"]) for s in steps] == [
         (0, "baseline", 4),
         (1, "candidates", 8),
-        (2, "candidates-2", 6),
+        (2, "candidates round 2", 6),
     ]
     assert steps[1]["candidates"] == 2 and steps[1]["seconds"] == 3.0
 
@@ -286,6 +293,65 @@ def test_step_names() -> None:
     assert step_name(["candidate-a", "candidate-b"]) == step_name(["candidate-a"]) == "candidates"
     assert step_name(["baseline", "greedy-1"]) == "greedy-1"
     assert step_name([]) == "step"
+    # greedy sets chained in one step, and a gate's later rounds, in the CLI's words
+    assert step_name(["greedy-1", "greedy-2"]) == "greedy-1, greedy-2"
+    assert step_name([f"greedy-{n}" for n in range(1, 12)]) == "greedy-1 … greedy-11"
+    assert step_label("greedy-2-3") == "greedy-2 round 3"
+    assert step_label("candidates-2") == "candidates round 2"
+    assert step_label("combined-3") == "combined round 3"
+    assert step_label("greedy-2") == step_name(["greedy-2"]) == "greedy-2"
+
+
+def test_the_jobs_list_says_what_each_finished_job_found() -> None:
+    compress = {
+        "kind": "compress",
+        "total_token_reduction": 587,
+        "modifications": [{}, {}, {}],
+        "rejected": [{}],
+    }
+    assert outcome(record(status="completed", result={"report": compress})) == {
+        "text": "\N{MINUS SIGN}587 tokens · 3 accepted, 1 rejected",
+        "bad": False,
+    }
+    iterations = [{"best_so_far": 0.2}, {"best_so_far": 0.6}, {"best_so_far": 0.875}]
+    optimize = {
+        "kind": "optimize",
+        "iterations": iterations,
+        "best_candidate_id": "c4",
+        "baseline_candidate_id": "c0",
+    }
+    assert (
+        outcome(record(kind="optimize", result={"report": optimize}))["text"] == "best 0.875 (baseline 0.20)"
+    )
+    measure = {
+        "kind": "measure",
+        "pass_rate": 0.864,
+        "wilson": {"lower": 0.795, "upper": 0.91},
+        "fail_below": 0.8,
+    }
+    below = outcome(record(kind="measure", status="completed", result={"report": measure}))
+    assert below == {"text": "pass rate 86.4% · lower bound 79.5% under the floor 80.0%", "bad": True}
+    above = outcome(record(kind="measure", result={"report": {**measure, "fail_below": 0.7}}))
+    assert above is not None and above["bad"] is False
+    assert outcome(record(status="running")) is None
+    assert outcome(record(status="failed", result={"report": None, "error": "boom"})) is None
+
+
+def test_a_measure_point_knows_the_prompt_it_measured() -> None:
+    report = {
+        "kind": "measure",
+        "pass_rate": 0.5,
+        "wilson": {"lower": 0.3, "upper": 0.7},
+        "mean_tokens": 984.0,
+    }
+    spec = record().spec
+    before = measure_point(record(kind="measure", result={"report": report}))
+    same = measure_point(record(kind="measure", result={"report": report}))
+    changed = {**spec, "prompt": {**PROMPT, "sections": [{"path": ["rules"], "body": "Reply A-1."}]}}
+    after = measure_point(record(kind="measure", spec=changed, result={"report": report}))
+    assert before is not None and same is not None and after is not None
+    assert before["prompt_hash"] == same["prompt_hash"] != after["prompt_hash"]
+    assert after["mean_tokens"] == 984.0
 
 
 def test_a_measure_point_needs_a_measure_report() -> None:

@@ -17,6 +17,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -125,12 +126,36 @@ def watch(page: Any, sample: Callable[[], Any], timeout: float = 60) -> list[Any
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         seen.append(sample())
-        if page.text_content("#status") in ("completed", "failed", "cancelled"):
+        if page.get_attribute("#status", "data-status") in ("completed", "failed", "cancelled"):
             page.wait_for_timeout(500)  # the report and the last trials land
             seen.append(sample())
             return seen
         page.wait_for_timeout(100)
     raise AssertionError(f"the job did not finish within {timeout}s on the page")
+
+
+def wait_done(server: Server, ids: list[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while any(
+        api(server, f"/api/jobs/{i}")["status"] not in ("completed", "failed", "cancelled") for i in ids
+    ):
+        assert time.monotonic() < deadline, "jobs did not finish"
+        time.sleep(0.2)
+
+
+def colour(page: Any, selector: str, prop: str) -> str:
+    return str(page.eval_on_selector(selector, f"(e) => getComputedStyle(e).{prop}"))
+
+
+def diff_sides(locator: Any) -> list[str]:
+    """The original and the proposed text a diff's ``pre`` reads back as."""
+    return list(
+        locator.evaluate(
+            """(pre) => { let a = '', b = ''; for (const n of pre.childNodes) {
+                 const t = n.textContent; if (n.nodeName !== 'INS') a += t; if (n.nodeName !== 'DEL') b += t; }
+               return [a, b]; }"""
+        )
+    )
 
 
 def check_layout(page: Any, shots: Path, name: str) -> None:
@@ -184,7 +209,33 @@ def test_compress_job_bars_change_live_and_a_diff_opens(
     assert sides == [original, mod["proposed_body"]], "the diff does not read back as both bodies"
     steps = page.locator("#steps tr").all_text_contents()
     assert steps[0].startswith("0baseline") and any("candidates" in s for s in steps), steps
+    assert not any(re.search(r"greedys|-\d+-\d+|candidates-\d", s) for s in steps), steps
     assert "saved by fail-fast" in page.text_content("#cost")
+    # the share of the whole prompt saved, and pass rates over part of the dataset say so
+    whole = sum(s["tokens"] for s in prompt["sections"])
+    share = f"{100 * report['total_token_reduction'] / whole:.1f}% of the prompt's {whole:,}"
+    assert share in page.text_content("#sections-note")
+    for r in report["rejected"]:
+        row = page.locator(f"#sections > li[data-path='{'/'.join(r['section_path'])}']")
+        why, verdict = row.locator(".why").text_content(), row.locator(".verdict").text_content()
+        g = r["gate"]
+        if g["evaluated_samples"] < g["samples"]:
+            assert f"on {g['evaluated_samples']} of {g['samples']} samples" in why, why
+        if r["regression_count_is_lower_bound"]:
+            assert f"at least {r['regression_count']} regression" in verdict and "stopped it" not in verdict
+    # every mutable section is named: edited, or why it was not tried
+    edited = {"/".join(m["section_path"]) for m in [*report["modifications"], *report["rejected"]]}
+    for u in report["untried"]:
+        path = "/".join(u["path"])
+        assert u["reason"] in page.text_content(f"#sections > li[data-path='{path}'] .verdict")
+        edited.add(path)
+    assert edited == {s["path"] for s in prompt["sections"] if not s["frozen"]}
+    # in a rejected diff, kept text reads in the text colour; only what is removed is struck red
+    rejected = "/".join(report["rejected"][0]["section_path"])
+    page.click(f"button.diff-toggle[data-path='{rejected}']")
+    pre = f"#sections > li[data-path='{rejected}'] .diff pre"
+    assert colour(page, pre, "color") == colour(page, "body", "color")
+    assert colour(page, f"{pre} del", "backgroundColor") != colour(page, f"{pre} ins", "backgroundColor")
     check_layout(page, tmp_path, "compress")
     assert page.errors == []
 
@@ -214,6 +265,20 @@ def test_optimize_job_chart_and_trials_grow_live_then_lineage_and_termination(
     assert report["termination_reason"]["message"] in page.text_content("#termination")
     if report["rejections"]:
         assert report["rejections"][0]["reason_code"] in page.text_content("#rejections")
+    # the best's prompt, diffed against the baseline's (what apply writes)
+    prompt = api(server, f"/api/jobs/{job_id}/prompt")
+    assert report["best_overrides"], "the example's optimize job found no better prompt"
+    for o in report["best_overrides"]:
+        path = "/".join(o["path"])
+        original = next(s["body"] for s in prompt["sections"] if s["path"] == path)
+        pre = page.locator(f"#best .best-section[data-path='{path}'] .diff pre")
+        assert pre.locator("del").count() + pre.locator("ins").count() >= 1
+        assert diff_sides(pre) == [original, o["body"]]
+    # scores in one format: the CLI's decimals, never a percentage
+    scores = [row.split("\t") for row in page.locator("#trials tr td:nth-child(4)").all_text_contents()]
+    assert scores and all(re.fullmatch(r"\d\.\d{2,4}|-", s[0]) for s in scores), scores
+    ticks = page.locator("#chart svg text").all_text_contents()
+    assert not any("%" in t for t in ticks), ticks
     check_layout(page, tmp_path, "optimize")
     assert page.errors == []
 
@@ -223,10 +288,15 @@ def test_measure_job_shows_its_interval_and_the_history_of_its_prompt_and_tag(
     server: Server, context: Any, requests_made: list[str], tmp_path: Path
 ) -> None:
     ids = [submit(server, measure_document(samples=8 + 4 * i, runs=2)) for i in range(3)]
-    deadline = time.monotonic() + 60
-    while any(api(server, f"/api/jobs/{i}")["status"] != "completed" for i in ids):
-        assert time.monotonic() < deadline, "measure jobs did not complete"
-        time.sleep(0.2)
+    wait_done(server, ids)
+    # the prompt changes (as after an apply): a shorter "tone" section, measured on the same tag
+    changed = measure_document(samples=16, runs=2)
+    changed["prompt"]["sections"] = [
+        {**sec, "body": sec["body"][: len(sec["body"]) // 2]} if sec["path"] == "tone" else sec
+        for sec in changed["prompt"]["sections"]
+    ]
+    ids.append(submit(server, changed))
+    wait_done(server, ids)
     page = open_page(context, server.url, TOKEN, requests_made)
     page.click(f"#jobs li[data-id='{ids[-1]}']")
     page.wait_for_selector("#history svg")
@@ -235,7 +305,101 @@ def test_measure_job_shows_its_interval_and_the_history_of_its_prompt_and_tag(
     assert f"{report['pass_rate'] * 100:.1f}%" in page.text_content("#measure .big")
     assert "Wilson" in page.text_content("#measure")
     assert "p95" in page.text_content("#measure")
+    # nice ticks: evenly spaced by 1, 2, 2.5 or 5 times a power of ten, in points
+    ticks = [float(t.rstrip("%")) for t in page.locator("#history svg text.ytick").all_text_contents()]
+    steps = {round(b - a, 6) for a, b in pairwise(ticks)}
+    assert len(ticks) >= 3 and len(steps) == 1, ticks
+    assert steps.pop() in (1, 2, 2.5, 5, 10, 20, 25), ticks
+    # the prompt changed between the last two runs: marked on the chart and said under it
+    assert page.get_attribute("#history", "data-changes") == "1"
+    assert page.locator("#history svg line.change").count() == 1
+    assert "tokens per evaluation" in page.text_content("#history .changes")
     check_layout(page, tmp_path, "measure")
+    assert page.errors == []
+
+
+# -- compress under the paired gate: the intervals ------------------------------------------------
+def test_paired_intervals_share_one_scale_and_take_the_legends_colours(
+    server: Server, context: Any, requests_made: list[str], tmp_path: Path
+) -> None:
+    noisy = {"model": "optiflow/sim", "params": {"sim_noise": 0.1, "sim_seed": 3}}  # flaky samples: paired
+    job_id = submit(server, compress_document(samples=24, latency_ms=0, model=noisy, eval_runs=3))
+    wait_done(server, [job_id], timeout=300)
+    page = open_page(context, f"{server.url}/jobs/{job_id}", TOKEN, requests_made)
+    page.wait_for_selector("#status[data-status=completed]")
+    page.wait_for_selector("#sections svg.interval")
+    page.wait_for_timeout(500)
+    report = api(server, f"/api/jobs/{job_id}")["result"]["report"]
+    assert report["gate"] == "paired"
+    svgs = page.locator("#sections svg.interval")
+    # one scale: 0 and the margin fall at the same place on every row's axis
+    scales = {
+        (
+            svgs.nth(k).locator("line.zero").get_attribute("x1"),
+            svgs.nth(k).locator("line.margin").get_attribute("x1"),
+        )
+        for k in range(svgs.count())
+    }
+    assert svgs.count() >= 2 and len(scales) == 1, scales
+    states = set()
+    for k in range(svgs.count()):
+        row_state = svgs.nth(k).evaluate("(e) => e.closest('li').dataset.state")
+        states.add(row_state)
+        legend = colour(page, f"#legend .swatch.{row_state}", "backgroundColor")
+        ci = svgs.nth(k).locator("line.ci").evaluate("(e) => getComputedStyle(e).stroke")
+        assert ci == legend, (row_state, ci, legend)
+        # the margin's label sits above its line, not on it
+        label = svgs.nth(k).locator("text").bounding_box()
+        line = svgs.nth(k).locator("line.margin").bounding_box()
+        assert label["y"] + label["height"] <= line["y"] + 0.5, (label, line)
+    assert {"accepted", "rejected"} <= states, states
+    # each decision shows the gate's own baseline it compares against
+    for m in report["modifications"]:
+        why = page.text_content(f"#sections > li[data-path='{'/'.join(m['section_path'])}'] .why")
+        assert f"baseline {100 * m['gate']['baseline_pass_rate']:.1f}%" in why, why
+    # one figure for the detectable drop, the CLI's
+    assert f"{100 * report['assessment']['detectable_drop']:.1f}%" in page.text_content("#gate")
+    steps = page.locator("#steps tr td:nth-child(2)").all_text_contents()
+    assert any(" round " in s for s in steps) and not any(
+        re.search(r"-\d+-\d+|candidates-\d", s) for s in steps
+    )
+    check_layout(page, tmp_path, "paired")
+    assert page.errors == []
+
+
+# -- the jobs list --------------------------------------------------------------------------------
+def test_the_index_shows_results_a_hint_every_job_and_a_measure_job_below_its_floor_in_red(
+    server: Server, context: Any, requests_made: list[str], tmp_path: Path
+) -> None:
+    below = submit(server, measure_document(samples=12, runs=2, name="under-floor", fail_below=0.99))
+    above = submit(server, measure_document(samples=12, runs=2, name="over-floor", fail_below=0.2))
+    ids = [below, above]
+    while len(api(server, "/api/jobs?limit=50")["jobs"]) < 11:
+        ids.append(submit(server, measure_document(samples=4, runs=1, name="filler")))
+    wait_done(server, ids)
+    page = open_page(context, server.url, TOKEN, requests_made)
+    page.wait_for_selector(f"#jobs li[data-id='{above}'] .result")
+    assert page.is_visible("#hint") and page.is_hidden("#detail")
+    # each finished job says what it found
+    for job in api(server, "/api/jobs?limit=50")["jobs"]:
+        if job["status"] == "completed":
+            assert job["outcome"]["text"] in page.text_content(f"#jobs li[data-id='{job['id']}'] .result")
+    # under its floor: not a green "completed", in the list and in the job's badge
+    red = colour(page, "#legend .swatch.rejected", "backgroundColor")
+    pill = f"#jobs li[data-id='{below}'] .pill"
+    assert page.text_content(pill) == "below floor" and colour(page, pill, "color") == red
+    assert page.text_content(f"#jobs li[data-id='{above}'] .pill") == "completed"
+    assert colour(page, f"#jobs li[data-id='{above}'] .pill", "color") != red
+    # the last job of the list is shown whole, not cut by the list's box
+    last = page.locator("#jobs li").last.bounding_box()
+    box = page.locator("#jobs-box").bounding_box()
+    assert last["y"] + last["height"] <= box["y"] + box["height"], (last, box)
+    page.screenshot(path=str(tmp_path / "index.png"), full_page=True)
+    page.click(f"#jobs li[data-id='{below}']")
+    page.wait_for_selector("#measure .big")
+    page.wait_for_function("() => document.querySelector('#status').textContent.startsWith('below floor')")
+    assert page.text_content("#status") == "below floor (exit 3)" and colour(page, "#status", "color") == red
+    assert page.is_hidden("#hint")
     assert page.errors == []
 
 

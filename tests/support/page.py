@@ -63,6 +63,21 @@ def example_document(example: str, file: str = "job.yaml", **changes: Any) -> di
     return {**job, "prompt": prompt, "dataset": rows, **changes}
 
 
+SAMPLED = {
+    "model": "optiflow/sim",
+    "params": {"sim_pass_dist": "0.8*beta(6,2) + 0.2*fixed(1)", "sim_seed": 3},
+}
+"""A sampled model: most samples pass only some runs, so ``auto`` picks the paired gate."""
+
+
+def paired_document(**changes: Any) -> dict[str, Any]:
+    """support-bot's compress job on :data:`SAMPLED` (the paired gate: rounds, intervals)."""
+    strategy = {"type": "llm", "model": {"model": "optiflow/sim"}}
+    return example_document(
+        "support-bot", name="support-bot-sampled", model=SAMPLED, strategy=strategy, **changes
+    )
+
+
 def slow_model(latency_ms: int) -> dict[str, Any]:
     """The simulated model answering after ``latency_ms``: time to watch a job move."""
     return {"model": "optiflow/sim", "params": {"sim_latency_ms": latency_ms}}
@@ -138,7 +153,30 @@ def layout_problems(page: Any) -> list[str]:
     scroll = page.evaluate("document.documentElement.scrollWidth")
     if scroll > width + 1:
         problems.append(f"the page is {scroll}px wide in a {width}px window")
-    return problems
+    return problems + clipped(page)
+
+
+_CLIPPED_JS = """() => {
+  const shown = (e) => e.offsetParent !== null && getComputedStyle(e).visibility !== 'hidden';
+  const out = [];
+  for (const e of document.querySelectorAll('#detail .scroll, #side .scroll, table.grid td, table.grid th')) {
+    if (shown(e) && e.scrollWidth > e.clientWidth + 1)
+      out.push(`${e.closest('.box').id} ${e.tagName.toLowerCase()}${e.dataset.label ? ' ' + e.dataset.label : ''}` +
+               ` is cut: ${e.scrollWidth}px of content in ${e.clientWidth}px`);
+  }
+  for (const t of document.querySelectorAll('#detail svg text')) {
+    if (!shown(t.closest('svg')) || !t.textContent) continue;
+    const h = t.getBoundingClientRect().height;
+    if (h < 9) out.push(`${t.closest('.box').id} label '${t.textContent}' is ${h.toFixed(1)}px tall`);
+  }
+  return out;
+}"""
+
+
+def clipped(page: Any) -> list[str]:
+    """What the window cuts: a table (or its scroll box) wider than its room, a cell whose text
+    overflows it, a chart label drawn under 9 px tall (a chart scaled down to a phone)."""
+    return list(page.evaluate(_CLIPPED_JS))
 
 
 def foreign_requests(urls: list[str]) -> list[str]:
@@ -169,6 +207,7 @@ __all__ = [
     "PHONE",
     "browser",
     "chromium_path",
+    "clipped",
     "compress_document",
     "example_document",
     "foreign_requests",
@@ -177,4 +216,5 @@ __all__ = [
     "open_page",
     "optimize_document",
     "overlaps",
+    "paired_document",
 ]

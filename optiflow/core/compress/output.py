@@ -17,14 +17,15 @@ def headline(report: OptimizationReport) -> str:
 
 def statistic(stats: GateStats | None) -> str:
     """A decision's statistic in a few words: regressions under ``strict``; under ``paired`` the
+    gate's own baseline pass rate it compares against (on the same samples, paired runs), the
     estimated drop with its anytime-valid upper bound against the margin."""
     if stats is None:
         return ""
     if stats.gate == "strict":
         return f"strict: {len(stats.regressed)} regression(s) on {stats.samples} samples"
     return (
-        f"paired: drop {stats.drop:+.1%} (bound {stats.drop_high:+.1%} vs margin {stats.margin:.0%}), "
-        f"{stats.pairs} pair(s)/sample"
+        f"paired: vs baseline {stats.baseline_pass_rate:.1%} over {stats.pairs} run(s): drop "
+        f"{stats.drop:+.1%} (bound {stats.drop_high:+.1%} vs margin {stats.margin:.0%})"
     )
 
 
@@ -34,7 +35,7 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
     a = report.assessment
     if a is not None:
         flaky = f", {a.flaky} flaky sample(s)" if a.flaky else ""
-        power = f"; detects drops of {a.detectable_drop:.0%} or more" if a.detectable_drop is not None else ""
+        power = f"; detects drops of {a.detectable_drop:.1%} or more" if a.detectable_drop is not None else ""
         lines.append(f"gate {a.gate} ({a.reason}){power}")
         lines.append(f"baseline: {a.runs} evaluations, {a.errors} error(s) ({a.error_rate:.1%}){flaky}")
     if report.modifications:
@@ -55,11 +56,14 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
         if r.reason.startswith("undecided") and report.budget is not None and report.budget.exhausted:
             lines.append(f"{head}  not accepted at {r.stage}: undecided, the budget ran out")
             continue
-        lines.append(f"{head}  rejected at {r.stage}: {what}")
-    if report.combined is not None:
-        lines.append(f"combined: {statistic(report.combined)}")
+        why = statistic(r.gate) if r.gate is not None and r.gate.gate != "strict" else ""
+        lines.append(f"{head}  rejected at {r.stage}: {what}" + (f"  [{why}]" if why else ""))
     for e in report.proposal_errors:
         lines.append(f"  ! {path_str(e.path):<28} proposal failed: {e.error}")
+    for u in report.untried:
+        lines.append(f"  · {path_str(u.path):<28} {u.reason}")
+    if report.combined is not None:
+        lines.append(f"combined: {statistic(report.combined)}")
     if stats:
         s = report.stats
         lines.append(

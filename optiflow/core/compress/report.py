@@ -46,6 +46,14 @@ class RejectedModification(Frozen):
     gate: GateStats | None = None
 
 
+class UntriedSection(Frozen):
+    """A mutable section the job did not evaluate an edit of, and why (under
+    ``min_section_tokens``; its proposal saved no tokens)."""
+
+    path: SectionPath
+    reason: str
+
+
 class OptimizationReport(Frozen):
     kind: Literal["compress"] = "compress"
     experiment_id: str
@@ -63,6 +71,10 @@ class OptimizationReport(Frozen):
     rate, flaky samples, and (paired) the smallest drop the run budget can detect."""
     combined: GateStats | None = None
     """The decision on all accepted edits together (when more than one was accepted)."""
+    untried: tuple[UntriedSection, ...] = ()
+    """Every mutable section no edit of was evaluated (a failed proposal is in
+    :attr:`proposal_errors`), with the reason: with :attr:`modifications` and :attr:`rejected`
+    every mutable section is named."""
     budget: BudgetReport | None = None
     """The job's hard budget and spend (a job with a budget). When it ran out the job ended with
     what it had decided; the edits left undecided are in :attr:`rejected`, ``reason``

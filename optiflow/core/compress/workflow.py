@@ -41,7 +41,12 @@ from optiflow.core.actions import Action, Fail, Finish
 from optiflow.core.base import Frozen
 from optiflow.core.budget import budget_line
 from optiflow.core.checkpoint import JobState
-from optiflow.core.compress.report import Modification, OptimizationReport, RejectedModification
+from optiflow.core.compress.report import (
+    Modification,
+    OptimizationReport,
+    RejectedModification,
+    UntriedSection,
+)
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.experiment import Experiment, temp_tag_prefix
@@ -99,6 +104,7 @@ class CompressState(JobState):
     assessment: Assessment | None = None
     edits: tuple[SectionEdit, ...] = ()
     proposal_errors: tuple[ProposalError, ...] = ()
+    untried: tuple[UntriedSection, ...] = ()
     pending: tuple[GatedSet, ...] = ()
     """The sets under the gate in the current phase (a phase's rounds repeat until all decided)."""
     accepted: tuple[Modification, ...] = ()
@@ -274,6 +280,7 @@ class CompressWorkflow:
                 "assessment": assessment,
                 "edits": tuple(edits),
                 "proposal_errors": results.proposal_errors,
+                "untried": self._untried(results),
             }
         )
         if not edits:
@@ -463,6 +470,7 @@ class CompressWorkflow:
                 update={
                     "baseline_pass_rate": passed / made if made else 0.0,  # over what was evaluated
                     "proposal_errors": results.proposal_errors,
+                    "untried": self._untried(results),
                     "rejected": undecided,
                 }
             )
@@ -495,6 +503,25 @@ class CompressWorkflow:
                     return self._finish(state, state.accepted)
             state = self._start_greedy(state)
         return self._greedy_from_memory(state, reason)
+
+    def _untried(self, results: StepResults) -> tuple[UntriedSection, ...]:
+        """The mutable sections no edit of is evaluated, in prompt order, with the reason."""
+        edits = {e.path: e for e in results.edits}
+        failed = {e.path for e in results.proposal_errors}
+        out = []
+        for s in self.spec.prompt.sections:
+            if s.frozen or s.path in failed:
+                continue
+            edit = edits.get(s.path)
+            if edit is None:
+                why = f"not proposed: under min_section_tokens ({self.spec.min_section_tokens})"
+            elif edit.token_reduction <= 0:
+                saved = f"{edit.original_tokens} → {edit.proposed_tokens}"
+                why = f"not evaluated: the proposal saved no tokens ({saved})"
+            else:
+                continue
+            out.append(UntriedSection(path=s.path, reason=why))
+        return tuple(out)
 
     def _start_greedy(self, state: CompressState) -> CompressState:
         queue = tuple(sorted(state.accepted, key=lambda m: -m.token_reduction))
@@ -587,6 +614,7 @@ class CompressWorkflow:
             modifications=tuple(m.model_copy(update={"baseline_pass_rate": base}) for m in modifications),
             rejected=state.rejected,
             proposal_errors=state.proposal_errors,
+            untried=state.untried,
             stats=state.stats,
             gate=state.assessment.gate if state.assessment else None,
             assessment=state.assessment,

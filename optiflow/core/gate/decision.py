@@ -101,6 +101,9 @@ class GateStats(Frozen):
     protected_regressed: tuple[str, ...] = ()
     excluded: tuple[str, ...] = Field(default=(), description="no answered baseline run: left out")
     detectable_drop: float | None = None
+    evaluated_samples: int | None = Field(
+        default=None, description="samples the candidate was run on: the pass rates are over these"
+    )
 
 
 class GateDecision(Frozen):

@@ -74,6 +74,7 @@ def _stats(
         protected_regressed=protected_regressed,
         excluded=a.excluded,
         detectable_drop=1 / len(a.sample_ids) if a.gate == "strict" else a.detectable_drop,
+        evaluated_samples=len(touched),
     )
 
 

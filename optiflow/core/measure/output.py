@@ -26,7 +26,7 @@ def report_lines(doc: MeasureDocument, verbosity: Verbosity = "summary") -> list
     ]
     if verbosity != "minimal":
         lines += [
-            f"tokens {doc.total_tokens} (mean {doc.mean_tokens:.0f}); cost {doc.total_cost:.6f}",
+            f"tokens {doc.total_tokens} (mean {doc.mean_tokens:.0f}); cost ${doc.total_cost:.6f}",
             f"latency ms p50 {_ms(lat.p50)} p95 {_ms(lat.p95)} p99 {_ms(lat.p99)}; "
             f"ttft ms p50 {_ms(ttft.p50)} p95 {_ms(ttft.p95)} p99 {_ms(ttft.p99)}",
         ]

@@ -60,15 +60,18 @@ def _finish(
     as_json: bool,
     elapsed: float | None,
     history_dir: Path | None = Path(),
+    cost: bool = False,
 ) -> None:
-    """Print the result; a job's history file (an optimize job's YAML) goes under
-    ``history_dir``. Exit 1 when the job did not complete, and the report's own code when it
-    says so (3: a measure job fell under its ``fail_below``)."""
+    """Print the result (``cost``: and what the job cost, in one line); a job's history file
+    (an optimize job's YAML) goes under ``history_dir``. Exit 1 when the job did not complete,
+    and the report's own code when it says so (3: a measure job fell under its ``fail_below``)."""
     from optiflow.core import kinds
-    from optiflow.interfaces.console import format_result
+    from optiflow.interfaces.console import cost_line, format_result
 
     echo(result.model_dump_json(indent=2) if as_json else format_result(result, elapsed_s=elapsed))
     report = result.report
+    if cost and report is not None and not as_json:
+        echo(f"  {cost_line(report.stats)}")
     if report is not None and history_dir is not None:
         written = write_history(report, history_dir)
         if written is not None:
@@ -454,7 +457,7 @@ def demo(job_file: Path | None, as_json: bool) -> None:
                 echo(line)
         echo(f"submitted {job.id}")
         result = _progress_then_result(job, client.settings.job_timeout_s, quiet=as_json)
-        _finish(client, result, apply=False, as_json=as_json, elapsed=time.monotonic() - started)
+        _finish(client, result, apply=False, as_json=as_json, elapsed=time.monotonic() - started, cost=True)
         if result.ok and not as_json:
             echo(f"\napply it with: optiflow apply {job.id}")
 

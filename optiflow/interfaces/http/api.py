@@ -84,7 +84,10 @@ def error_json(code: str, message: str, field: str | None = None) -> dict[str, A
 
 
 def job_summary(rec: JobRecord) -> dict[str, Any]:
-    """A job as the list shows it: no spec, no checkpoint, no result (those can be large)."""
+    """A job as the list shows it: no spec, no checkpoint, no result (those can be large); its
+    ``outcome`` in a few words once it finished with a report."""
+    from optiflow.interfaces.http.views import outcome
+
     return {
         "id": rec.id,
         "kind": rec.kind,
@@ -94,6 +97,7 @@ def job_summary(rec: JobRecord) -> dict[str, Any]:
         "error": rec.error,
         "created_at": rec.created_at.isoformat(),
         "updated_at": rec.updated_at.isoformat(),
+        "outcome": outcome(rec),
     }
 
 

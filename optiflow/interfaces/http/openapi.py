@@ -140,6 +140,12 @@ _JOB_SUMMARY = {
         "error": {"type": ["string", "null"]},
         "created_at": {"type": "string", "format": "date-time"},
         "updated_at": {"type": "string", "format": "date-time"},
+        "outcome": {
+            "description": "what the finished job found, in a few words; bad: its report fails its caller",
+            "type": ["object", "null"],
+            "required": ["text", "bad"],
+            "properties": {"text": {"type": "string"}, "bad": {"type": "boolean"}},
+        },
     },
 }
 
@@ -239,6 +245,11 @@ _MEASURE_POINT = {
         "latency_p50": _NUMBER_OR_NULL,
         "latency_p95": _NUMBER_OR_NULL,
         "model": {"type": ["string", "null"]},
+        "mean_tokens": _NUMBER_OR_NULL,
+        "prompt_hash": {
+            "type": ["string", "null"],
+            "description": "the measured prompt's short hash: it differs after the prompt changed",
+        },
     },
 }
 

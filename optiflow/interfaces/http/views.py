@@ -231,10 +231,21 @@ def step_name(names: Iterable[str]) -> str:
     if len(distinct) == 1:
         return "candidates" if distinct[0].startswith("candidate-") else distinct[0]
     stems = {n.split("-", 1)[0] for n in distinct}
-    if len(stems) == 1:
-        stem = stems.pop()
-        return stem if stem.endswith("s") else f"{stem}s"
+    if stems == {"greedy"}:  # greedy sets chained in one step: named as the CLI names them
+        ordered = sorted(distinct, key=lambda n: (len(n), n))
+        return ", ".join(ordered) if len(ordered) <= 3 else f"{ordered[0]} … {ordered[-1]}"
     return "candidates"
+
+
+def step_label(name: str) -> str:
+    """A step's name in the CLI's words: a gate's later round as ``candidates round 2``,
+    ``greedy-2 round 3`` (the workflow names them ``candidates-2``, ``greedy-2-3``)."""
+    parts = name.split("-")
+    if parts[0] == "greedy" and len(parts) == 3 and parts[2].isdigit():
+        return f"greedy-{parts[1]} round {parts[2]}"
+    if parts[0] in ("candidates", "combined") and len(parts) == 2 and parts[1].isdigit():
+        return f"{parts[0]} round {parts[1]}"
+    return name
 
 
 def _progress_steps(events: Sequence[Event]) -> dict[int, Event]:
@@ -258,7 +269,7 @@ def _done(event: Event | None) -> int | None:
 def steps_view(rec: JobRecord, events: Sequence[Event]) -> list[dict[str, Any]]:
     """The timeline, from the job's events: step ``k`` ran between the progress events recorded
     after ``k`` and ``k + 1`` steps, made the evaluations between their counts, and is named by
-    the trials it reported (``candidates``, ``candidates-2`` for a gate's second round,
+    the trials it reported (``candidates``, ``candidates round 2`` for a gate's second round,
     ``combined``, ``greedy-1``; an optimize job's ``baseline``, ``proposals``, ``candidates``,
     ``test split``). The running step comes from the pending action."""
     progress = _progress_steps(events)
@@ -301,7 +312,7 @@ def steps_view(rec: JobRecord, events: Sequence[Event]) -> list[dict[str, Any]]:
         steps.append(
             {
                 "index": step.index,
-                "name": step.name,
+                "name": step_label(step.name),
                 "state": "running",
                 "candidates": len({t.experiment.id for t in step.targets}),
                 "evaluations": sum(t.size for t in step.targets),
@@ -326,7 +337,7 @@ def _name(kind: str, index: int, names: list[str], ids: list[str], round_: int) 
     if not names:
         return "proposals"
     base = step_name(names)
-    return f"{base}-{round_}" if round_ > 1 else base
+    return f"{base} round {round_}" if round_ > 1 else base
 
 
 def measure_point(rec: JobRecord) -> dict[str, Any] | None:
@@ -353,7 +364,67 @@ def measure_point(rec: JobRecord) -> dict[str, Any] | None:
         "latency_p50": latency.get("p50") if isinstance(latency, Mapping) else None,
         "latency_p95": latency.get("p95") if isinstance(latency, Mapping) else None,
         "model": report.get("model"),
+        "mean_tokens": report.get("mean_tokens"),
+        "prompt_hash": _prompt_hash(rec),
     }
+
+
+def _prompt_hash(rec: JobRecord) -> str | None:
+    """A short hash of the prompt the job measured (its sections as its tag rendered them): two
+    points of a history with different hashes measured different prompts (an apply between)."""
+    import hashlib
+
+    try:
+        bodies = baseline_bodies(parse_spec(rec.spec))
+    except ValueError:  # a spec stored by another version: no mark rather than an error
+        return None
+    text = "\x00".join(f"{path}\x01{body}" for path, body in bodies.items())
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def outcome(rec: JobRecord) -> dict[str, Any] | None:
+    """What a finished job found, in a few words for the jobs list: the tokens a compress job
+    saved, an optimize job's best score against its baseline, a measure job's pass rate. ``bad``:
+    the job's report says its caller should fail (a measure job under its floor: exit 3)."""
+    from optiflow.core.optimize.output import fmt_score
+
+    report = (rec.result or {}).get("report")
+    if not isinstance(report, Mapping):
+        return None
+    kind = report.get("kind", "compress")
+    if kind == "compress":
+        saved = _num(report.get("total_token_reduction")) or 0
+        accepted, rejected = len(report.get("modifications") or ()), len(report.get("rejected") or ())
+        text = f"\N{MINUS SIGN}{saved:,.0f} tokens · {accepted} accepted, {rejected} rejected"
+        return {"text": text, "bad": False}
+    if kind == "optimize":
+        iterations = [i for i in report.get("iterations") or () if isinstance(i, Mapping)]
+        if not iterations:
+            return None
+        first, last = _num(iterations[0].get("best_so_far")), _num(iterations[-1].get("best_so_far"))
+        improved = report.get("best_candidate_id") != report.get("baseline_candidate_id")
+        text = (
+            f"best {fmt_score(last)} (baseline {fmt_score(first)})"
+            if improved
+            else (f"baseline {fmt_score(first)} kept: no better candidate")
+        )
+        return {"text": text, "bad": False}
+    if kind == "measure":
+        rate, wilson = _num(report.get("pass_rate")), report.get("wilson")
+        lower = _num(wilson.get("lower")) if isinstance(wilson, Mapping) else None
+        floor = _num(report.get("fail_below"))
+        if rate is None:
+            return None
+        text = f"pass rate {rate:.1%}"
+        bad = floor is not None and lower is not None and lower < floor
+        if floor is not None and lower is not None:
+            text += f" · lower bound {lower:.1%} {'under' if bad else 'above'} the floor {floor:.1%}"
+        return {"text": text, "bad": bad}
+    return None
 
 
 def measure_matches(rec: JobRecord, ns: str, key: str, tag: str) -> bool:
@@ -368,8 +439,10 @@ __all__ = [
     "changes",
     "measure_matches",
     "measure_point",
+    "outcome",
     "pending_step",
     "prompt_view",
+    "step_label",
     "step_name",
     "steps_view",
     "trial_view",

@@ -69,6 +69,14 @@ const signedPct = (v) => (typeof v === "number" ? `${v >= 0 ? "+" : "−"}${Math
 const num = (v, digits = 3) => (typeof v === "number" ? String(Math.round(v * 10 ** digits) / 10 ** digits) : "-");
 const int = (v) => (typeof v === "number" ? Math.round(v).toLocaleString("en-US") : "-");
 const ms = (v) => (typeof v === "number" ? (v >= 1000 ? `${(v / 1000).toFixed(2)} s` : `${Math.round(v)} ms`) : "-");
+// A score as the CLI prints it (fmt_score): at least two decimals, at most four; tiny ones in 3 digits.
+const score = (v) => {
+  if (typeof v !== "number") return "-";
+  if (v !== 0 && Math.abs(v) < 0.01) return v.toPrecision(3);
+  let t = v.toFixed(4).replace(/0+$/, "");
+  const d = (t.split(".")[1] || "").length;
+  return d < 2 ? (d === 0 ? t.replace(/\.$/, "") + ".00" : t + "0") : t;
+};
 const money = (v) => (typeof v === "number" ? `$${v < 0.01 ? v.toFixed(5) : v.toFixed(4)}` : "-");
 
 function duration(seconds) {
@@ -138,10 +146,23 @@ async function refreshJobs() {
   }
 }
 
+// A completed measure job whose pass rate fell under its floor (exit 3) is not shown as a green
+// "completed": it says "below floor", in red, in the list and in the job's badge.
+const BELOW = "below floor";
+function shownStatus(status, bad) {
+  return status === "completed" && bad ? BELOW : status;
+}
+const pillClass = (status) => (status === BELOW ? "failed below-floor" : status);
+
 function jobItem(job) {
-  return h("li", { class: job.id === S.id ? "sel" : "", "data-id": job.id, onclick: () => select(job.id) },
+  const o = job.outcome;
+  const status = shownStatus(job.status, o && o.bad);
+  return h("li", { class: job.id === S.id ? "sel" : "", "data-id": job.id, "data-status": status,
+                   onclick: () => select(job.id) },
     h("span", { class: "name", text: job.name || job.id }),
-    h("span", { class: `pill ${job.status}`, text: job.status }),
+    h("span", { class: `pill ${pillClass(status)}`, text: status }),
+    o ? h("span", { class: `result${o.bad ? " failed" : ""}`, text: o.text })
+      : job.error ? h("span", { class: `result ${job.status === "failed" ? "failed" : "mute"}`, text: job.error }) : null,
     h("span", { class: "meta", text: `${job.kind} · ${job.id.slice(0, 8)} · ${ago(job.created_at)}` }));
 }
 
@@ -161,6 +182,7 @@ async function refreshLimits() {
         h("td", { class: "num", text: r.concurrency ? `${r.in_flight}/${r.concurrency}` : String(r.in_flight) }),
         h("td", { class: state === "ok" ? "completed" : "failed", text: state }));
     }));
+    labelled($("limits"));
   } catch (_) {
     $("limits-box").hidden = true;
   }
@@ -173,6 +195,7 @@ async function select(id) {
   history.replaceState(null, "", "/jobs/" + enc(id));
   for (const row of $("jobs").children) row.classList.toggle("sel", row.dataset.id === id);
   $("detail").hidden = false;
+  $("hint").hidden = true;
   $("events").replaceChildren();
   $("report").textContent = "";
   $("message").textContent = "";
@@ -363,10 +386,16 @@ function describe(event) {
            `${p.failed} failed, ${p.rejected} rejected, ${p.running} running`;
   }
   if (event.type === "trial_added_or_updated") {
-    return `${p.name || p.candidate_id}: score ${num(p.objective_score)} (${p.status})`;
+    return `${p.name || p.candidate_id}: score ${score(p.objective_score)} (${p.status})`;
   }
-  if (event.type === "best_candidate_changed") return `new best ${p.candidate_id} (${num(p.score)})`;
+  if (event.type === "best_candidate_changed") return `new best ${p.candidate_id} (${score(p.score)})`;
   return JSON.stringify(p).slice(0, 160);
+}
+
+// A table body's cells carry their column's name: on a phone a row reads as "label value" lines.
+function labelled(tbody) {
+  const names = [...tbody.closest("table").querySelectorAll("thead th")].map((th) => th.textContent);
+  for (const tr of tbody.children) [...tr.children].forEach((td, k) => { td.dataset.label = names[k] || ""; });
 }
 
 // -- rendering --------------------------------------------------------------------------------
@@ -380,6 +409,7 @@ function render() {
     renderSections();
     renderGate();
     renderChart();
+    renderBest();
     renderMeasure();
     renderHistory();
     renderSteps();
@@ -397,16 +427,19 @@ function kind() {
 
 function renderHead() {
   const job = S.job;
-  const status = S.status || (job && job.status) || "…";
+  const raw = S.status || (job && job.status) || "…";
+  const m = S.report && S.report.kind === "measure" ? S.report : null;
+  const status = shownStatus(raw, !!(m && typeof m.fail_below === "number" && m.wilson.lower < m.fail_below));
   $("title").textContent = job ? (job.name || job.id) : `job ${S.id || ""}`;
-  $("status").textContent = status;
-  $("status").className = `pill ${status}`;
-  $("cancel").hidden = !(status === "queued" || status === "running");
+  $("status").textContent = status === BELOW ? `${BELOW} (exit 3)` : status;
+  $("status").className = `pill ${pillClass(status)}`;
+  $("status").dataset.status = raw;
+  $("cancel").hidden = !(raw === "queued" || raw === "running");
   const bits = job ? [job.kind, `id ${job.id}`, `created ${new Date(job.created_at).toLocaleString()}`] : [];
   if (S.prompt) bits.push(`prompt ${S.prompt.ns}/${S.prompt.key} @ ${S.prompt.tag}`, `model ${S.prompt.model}`);
   $("subtitle").textContent = bits.join(" · ");
   const error = (S.result && S.result.error) || S.error || (job && job.error);
-  $("job-error").textContent = error ? `${status === "cancelled" ? "cancelled" : "error"}: ${error}` : "";
+  $("job-error").textContent = error ? `${raw === "cancelled" ? "cancelled" : "error"}: ${error}` : "";
   $("job-error").hidden = !error;
 }
 
@@ -448,7 +481,7 @@ function renderProgress() {
   $("bar-track").dataset.total = String(total);
   $("count").textContent = label;
   $("counts").textContent = c ? `trials: ${c.completed} completed, ${c.failed} failed, ${c.running} running, ` +
-    `${c.rejected} rejected` + (S.best ? ` · best ${S.best.id} (${num(S.best.score)})` : "") : "";
+    `${c.rejected} rejected` + (S.best ? ` · best ${S.best.id} (${score(S.best.score)})` : "") : "";
 }
 
 // -- compress: a bar per section --------------------------------------------------------------
@@ -498,6 +531,10 @@ function sectionRows() {
       const row = rows.get((e.path || []).join("/"));
       if (row) row.error = e.error;
     }
+    for (const u of report.untried || []) {
+      const row = rows.get((u.path || []).join("/"));
+      if (row) row.untried = u.reason;
+    }
   }
   return rows;
 }
@@ -506,31 +543,46 @@ function gateLine(g) {
   if (!g) return null;
   const errors = g.candidate_errors || g.baseline_errors
     ? ` · errors: ${g.baseline_errors} baseline, ${g.candidate_errors} candidate` : "";
+  // the pass rates are over the samples the candidate was run on: say how many of all
+  const n = typeof g.evaluated_samples === "number" ? g.evaluated_samples : null;
+  const over = n === null ? "" : n < g.samples ? ` on ${n} of ${g.samples} samples` : ` on all ${g.samples} samples`;
   if (g.gate === "strict") {
     const ids = g.regressed.slice(0, 6).join(", ") + (g.regressed.length > 6 ? ", …" : "");
-    return `strict: ${g.regressed.length} of ${g.samples} samples regressed${ids ? ` (${ids})` : ""}` +
-      `; pass rate ${pct(g.baseline_pass_rate)} → ${pct(g.candidate_pass_rate)}${errors}`;
+    const count = g.regressed.length;
+    return `strict: ${count} sample${count === 1 ? "" : "s"} regressed${ids ? ` (${ids})` : ""}` +
+      `; pass rate ${pct(g.baseline_pass_rate)} → ${pct(g.candidate_pass_rate)}${over}${errors}`;
   }
-  return `${g.gate}: estimated drop ${signedPct(g.drop)} [${signedPct(g.drop_low)}, ${signedPct(g.drop_high)}]` +
-    ` vs margin ${pct(g.margin, 0)} (alpha ${g.alpha}) · ${g.pairs} run(s)/sample, ` +
-    `${int(g.candidate_runs)} candidate evaluations${errors}`;
+  return `${g.gate}: baseline ${pct(g.baseline_pass_rate)} → ${pct(g.candidate_pass_rate)}${over}, ` +
+    `${g.pairs} run(s) each: estimated drop ${signedPct(g.drop)} [${signedPct(g.drop_low)}, ${signedPct(g.drop_high)}]` +
+    ` vs margin ${pct(g.margin, 0)} (alpha ${g.alpha}) · ${int(g.candidate_runs)} candidate evaluations${errors}`;
+}
+
+// One scale for every row's interval: from the lowest bound (or -margin) to the highest (or twice
+// the margin), so intervals compare by eye across rows.
+function intervalScale(gates) {
+  const gs = gates.filter((g) => g && g.gate !== "strict");
+  if (!gs.length) return null;
+  const lo = Math.max(-1, Math.min(...gs.map((g) => Math.min(-g.margin, g.drop_low))) - 0.02);
+  const hi = Math.min(1, Math.max(...gs.map((g) => Math.max(2 * g.margin, g.drop_high))) + 0.02);
+  return { lo, hi };
 }
 
 // The gate's interval against its margin: accepted when the whole interval is left of the margin.
-function intervalSvg(g) {
-  if (!g || g.gate === "strict") return null;
-  const lo = Math.max(-1, Math.min(-g.margin, g.drop_low) - 0.02);
-  const hi = Math.min(1, Math.max(2 * g.margin, g.drop_high) + 0.02);
-  const W = 300, x = (v) => 6 + ((Math.max(lo, Math.min(hi, v)) - lo) / (hi - lo)) * (W - 12);
-  const colour = g.drop_high < g.margin ? "var(--ok)" : g.drop_low >= g.margin ? "var(--bad)" : "var(--run)";
-  return s("svg", { class: "interval", viewBox: `0 0 ${W} 22`, role: "img",
+// Its colour is the row's state, as the legend says (accepted, rejected, being evaluated).
+function intervalSvg(g, state, scale) {
+  if (!g || g.gate === "strict" || !scale) return null;
+  const { lo, hi } = scale;
+  const W = 300, Y = 19, x = (v) => 6 + ((Math.max(lo, Math.min(hi, v)) - lo) / (hi - lo)) * (W - 12);
+  const cls = state === "accepted" || state === "rejected" ? state : "pending";
+  return s("svg", { class: "interval", viewBox: `0 0 ${W} 28`, role: "img", "data-lo": lo, "data-hi": hi,
+                    "data-state": cls,
                     "aria-label": `drop ${signedPct(g.drop)}, interval up to ${signedPct(g.drop_high)}, margin ${pct(g.margin, 0)}` },
-    s("line", { class: "axis", x1: 6, x2: W - 6, y1: 11, y2: 11 }),
-    s("line", { class: "zero", x1: x(0), x2: x(0), y1: 4, y2: 18 }),
-    s("line", { class: "margin", x1: x(g.margin), x2: x(g.margin), y1: 1, y2: 21 }),
-    s("line", { class: "ci", x1: x(g.drop_low), x2: x(g.drop_high), y1: 11, y2: 11, stroke: colour }),
-    s("circle", { cx: x(g.drop), cy: 11, r: 3.5, fill: colour }),
-    s("text", { x: x(g.margin) + 3, y: 9, text: `margin ${pct(g.margin, 0)}` }));
+    s("line", { class: "axis", x1: 6, x2: W - 6, y1: Y, y2: Y }),
+    s("line", { class: "zero", x1: x(0), x2: x(0), y1: Y - 6, y2: Y + 6 }),
+    s("line", { class: "margin", x1: x(g.margin), x2: x(g.margin), y1: 13, y2: 27 }),
+    s("line", { class: `ci ${cls}`, x1: x(g.drop_low), x2: x(g.drop_high), y1: Y, y2: Y }),
+    s("circle", { class: `est ${cls}`, cx: x(g.drop), cy: Y, r: 3.5 }),
+    s("text", { x: x(g.margin), y: 9, "text-anchor": "middle", text: `margin ${pct(g.margin, 0)}` }));
 }
 
 function verdict(row) {
@@ -538,6 +590,7 @@ function verdict(row) {
   if (row.frozen) return [h("span", { class: "mute", text: "frozen: never edited" })];
   if (row.error) return [h("b", { class: "rejected", text: "proposal failed" }), ` ${row.error}`];
   if (!p) {
+    if (row.untried) return [h("span", { class: "mute", text: row.untried })];
     if (FINISHED.includes(S.status)) {
       const min = S.prompt && S.prompt.settings ? S.prompt.settings.min_section_tokens : null;
       return [h("span", { class: "mute", text: min && row.tokens < min
@@ -553,9 +606,10 @@ function verdict(row) {
   if (p.state === "rejected") {
     const r = p.rej;
     const where = r.stage === "greedy" ? "by greedy selection (with the other accepted edits)" : "at the candidate step";
-    const count = r.gate && r.gate.gate !== "strict" ? "" :
-      `: ${r.regression_count}${r.regression_count_is_lower_bound ? "+" : ""} regression${r.regression_count === 1 ? "" : "s"}` +
-      (r.regression_count_is_lower_bound ? " (fail-fast stopped it at the first)" : "");
+    const n = r.regression_count, plural = n === 1 ? "" : "s";
+    const count = r.gate && r.gate.gate !== "strict" ? "" : r.regression_count_is_lower_bound
+      ? `: at least ${n} regression${plural} (fail-fast skipped its other evaluations once one was found)`
+      : `: ${n} regression${plural}`;
     return [h("b", { class: "rejected", text: "rejected" }), ` ${where}${count}; ${tokens}`];
   }
   const live = p.live || {};
@@ -566,8 +620,10 @@ function verdict(row) {
   if (p.score === undefined) return [h("b", { class: "pending", text: "being evaluated" }), ` ${tokens}`];
   const reading = typeof live.drop === "number" ? `, estimated drop ${signedPct(live.drop)}` +
     (typeof live.drop_high === "number" && live.drop_high < 1 ? ` (bound ${signedPct(live.drop_high)})` : "") : "";
+  const part = typeof live.evaluated_samples === "number" && typeof live.samples === "number" &&
+    live.evaluated_samples < live.samples ? ` on ${live.evaluated_samples} of ${live.samples} samples` : "";
   return [h("b", { class: "pending", text: "undecided" }),
-    ` after round ${live.round || 1}: pass rate ${pct(p.score)}${baselineNote()}${reading}; more runs coming; ${tokens}`];
+    ` after round ${live.round || 1}: pass rate ${pct(p.score)}${part}${baselineNote()}${reading}; more runs coming; ${tokens}`];
 }
 
 function baselineNote() {
@@ -582,10 +638,14 @@ function renderSections() {
   const rows = [...sectionRows().values()];
   const scale = Math.max(1, ...rows.map((r) => r.tokens));
   const report = S.report && S.report.kind === "compress" ? S.report : null;
+  const whole = rows.reduce((a, r) => a + r.tokens, 0);
+  const share = report && whole ? ` (${pct(report.total_token_reduction / whole)} of the prompt's ${int(whole)})` : "";
   $("sections-note").textContent = report
-    ? `· ${int(report.total_token_reduction)} tokens saved by ${report.modifications.length} accepted edit(s), ` +
+    ? `· ${int(report.total_token_reduction)} tokens saved${share} by ${report.modifications.length} accepted edit(s), ` +
       `${report.rejected.length} rejected · baseline pass rate ${pct(report.baseline_pass_rate)}`
-    : S.prompt ? `· ${rows.length} sections, ${int(rows.reduce((a, r) => a + r.tokens, 0))} tokens` : "";
+    : S.prompt ? `· ${rows.length} sections, ${int(whole)} tokens` : "";
+  const gateOf = (p) => p && (p.mod ? p.mod.gate : p.rej ? p.rej.gate : null);
+  const ciScale = intervalScale(rows.map((row) => gateOf(row.proposal)));
   const items = rows.map((row) => {
     const p = row.proposal;
     const state = row.frozen ? "frozen" : p ? p.state : "orig";
@@ -593,18 +653,18 @@ function renderSections() {
       h("div", { class: "orig" }), p ? h("div", { class: `prop ${p.state}` }) : null);
     bar.children[0].style.width = `${(100 * row.tokens) / scale}%`;
     if (p) bar.children[1].style.width = `${(100 * Math.max(0, p.tokens)) / scale}%`;
-    const li = h("li", { class: `section ${state}`, "data-path": row.path, "data-state": state },
-      h("span", { class: "path", text: row.path }), bar,
-      h("span", { class: "tokens small", text: p ? `${int(row.tokens)} → ${int(p.tokens)}` : int(row.tokens) }),
+    const li = h("li", { class: "section", "data-path": row.path, "data-state": state },
+      h("span", { class: `path ${state}`, text: row.path }), bar,
+      h("span", { class: `tokens small ${state}`, text: p ? `${int(row.tokens)} → ${int(p.tokens)}` : int(row.tokens) }),
       h("span", { class: "verdict small" }, ...verdict(row)));
-    const g = p && (p.mod ? p.mod.gate : p.rej ? p.rej.gate : null);
+    const g = gateOf(p);
     const why = [];
     if (p && p.rej && p.rej.reason) why.push(p.rej.reason);
     else if (p && !p.mod && p.live && p.live.reason) why.push(p.live.reason);
     if (g) why.push(gateLine(g));
     if (why.length) li.append(h("span", { class: "why small", text: why.join(" · ") }));
     const actions = h("span", { class: "actions small" });
-    if (g) { const svg = intervalSvg(g); if (svg) actions.append(svg); }
+    if (g) { const svg = intervalSvg(g, p.state, ciScale); if (svg) actions.append(svg); }
     if (p && p.body != null) {
       const open = S.openDiffs.has(row.path);
       actions.append(h("button", { class: "diff-toggle", "data-path": row.path, text: open ? "hide diff" : "show diff",
@@ -709,9 +769,10 @@ function renderSteps() {
       speed = r ? `${r >= 10 ? Math.round(r) : r.toFixed(1)}/s` : "-";
     }
     return h("tr", { "data-state": st.state },
-      h("td", { class: "num", text: st.index }),
-      h("td", { text: st.name + (st.candidates > 1 ? ` (${st.candidates})` : "") }),
-      h("td", { class: st.state === "running" ? "running" : "completed", text: st.state }),
+      h("td", { class: "num wide-only", text: st.index }),
+      h("td", { text: st.name + (st.candidates > 1 && /^candidates/.test(st.name)
+        ? ` · ${st.candidates} ${kind() === "compress" ? "edits" : "candidates"}` : "") }),
+      h("td", { class: `wide-only ${st.state === "running" ? "running" : "completed"}`, text: st.state }),
       h("td", { text: evals }), h("td", { class: "num", text: time }), h("td", { class: "num", text: speed }));
   }));
 }
@@ -776,6 +837,21 @@ function iterationPoints() {
   });
 }
 
+function chartWidth(box) {
+  return Math.max(280, Math.min(900, Math.round(box.clientWidth || 640)));
+}
+
+// A "nice" axis: ticks every 1, 2, 2.5 or 5 × 10^k, about ``count`` of them, covering lo..hi.
+function niceTicks(lo, hi, count = 5) {
+  const raw = (hi - lo) / count;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].map((f) => f * mag).find((st) => st >= raw) || 10 * mag;
+  const a = Math.floor(lo / step + 1e-9) * step, b = Math.ceil(hi / step - 1e-9) * step;
+  const ticks = [];
+  for (let v = a; v <= b + step / 2; v += step) ticks.push(Math.round(v / step) * step);
+  return { lo: a, hi: b, ticks, step };
+}
+
 function renderChart() {
   const show = kind() === "optimize";
   $("chart-box").hidden = !show;
@@ -794,7 +870,8 @@ function renderChart() {
   const values = points.flatMap((p) => [p.score, p.best]).filter((v) => typeof v === "number");
   let lo = Math.min(...values), hi = Math.max(...values);
   if (lo >= 0 && hi <= 1) { lo = 0; hi = 1; } else { const pad = (hi - lo) * 0.1 || 0.5; lo -= pad; hi += pad; }
-  const W = 640, H = 220, L = 44, R = 12, T = 12, B = 30;
+  // drawn at the box's own width, so its labels keep their size on a phone
+  const W = chartWidth(box), H = 220, L = 44, R = 12, T = 12, B = 30;
   const last = Math.max(1, points[points.length - 1].number);
   const X = (n) => L + (n / last) * (W - L - R);
   const Y = (v) => T + (1 - (v - lo) / (hi - lo)) * (H - T - B);
@@ -802,9 +879,9 @@ function renderChart() {
   for (let k = 0; k <= 4; k++) {
     const v = lo + ((hi - lo) * k) / 4;
     svg.append(s("line", { class: "tick", x1: L, x2: W - R, y1: Y(v), y2: Y(v) }),
-               s("text", { x: L - 6, y: Y(v) + 4, "text-anchor": "end", text: hi <= 1 && lo >= 0 ? pct(v, 0) : num(v, 2) }));
+               s("text", { x: L - 6, y: Y(v) + 4, "text-anchor": "end", text: score(v) }));
   }
-  const step = Math.max(1, Math.ceil(last / 10));
+  const step = Math.max(1, Math.ceil(last / Math.max(2, Math.floor((W - L - R) / 40))));
   for (let n = 0; n <= last; n += step) svg.append(s("text", { x: X(n), y: H - 10, "text-anchor": "middle", text: n }));
   let d = "";
   points.forEach((p, k) => {
@@ -815,7 +892,7 @@ function renderChart() {
   for (const p of points) {
     if (typeof p.score !== "number") continue;
     svg.append(s("circle", { class: `point${p.new_best ? " new" : ""}`, cx: X(p.number), cy: Y(p.score), r: 4 },
-      s("title", { text: `iteration ${p.number}: score ${num(p.score)}${p.new_best ? " (new best)" : ""}` })));
+      s("title", { text: `iteration ${p.number}: score ${score(p.score)}${p.new_best ? " (new best)" : ""}` })));
   }
   box.replaceChildren(svg);
 }
@@ -840,12 +917,47 @@ function renderTrials() {
       h("td", { text: t.candidate_id + (t.candidate_id === best ? " ★" : "") }),
       h("td", { class: "num", text: t.step_index }),
       h("td", { class: t.status, text: t.status }),
-      h("td", { class: "num", text: num(t.score) }),
+      h("td", { class: "num", text: score(t.score) }),
       h("td", { class: "num", text: money(sm.total_cost) }),
       h("td", { class: "num", text: ms(sm.avg_latency_ms) }),
       h("td", { text: t.parents.join(", ") || "-" }),
       h("td", { class: "wrap", text: t.error ? `error: ${t.error}` : t.rationale || "-" }));
   }));
+  labelled($("trials"));
+}
+
+// The best candidate's prompt: each section it changed, diffed against the baseline's (what
+// `optiflow apply` writes), and the model params it sets.
+function renderBest() {
+  const show = kind() === "optimize";
+  $("best-box").hidden = !show;
+  if (!show) return;
+  const id = bestId();
+  const r = S.report && S.report.kind === "optimize" ? S.report : null;
+  const trial = trialList().find((t) => t.candidate_id === id);
+  const base = new Map(((S.prompt && S.prompt.sections) || []).map((sec) => [sec.path, sec.body]));
+  let changes = trial ? trial.changes.map((c) => ({ path: c.path, body: c.body })) : [];
+  if (!changes.length && r && r.best_candidate_id !== r.baseline_candidate_id) {
+    changes = (r.best_overrides || []).map((o) => ({ path: o.path.join("/"), body: o.body }));
+  }
+  const params = trial ? Object.entries(trial.model_params || {}) : [];
+  const box = $("best");
+  const baseline = r ? r.baseline_candidate_id : null;
+  if (!id || (id === baseline && !changes.length)) {
+    $("best-note").textContent = "";
+    box.replaceChildren(h("p", { class: "mute", text: id ? "the baseline is still the best: nothing to apply"
+      : "no best candidate yet" }));
+    return;
+  }
+  $("best-note").textContent = `· ${id}${trial ? `, score ${score(trial.score)}` : ""}; against the baseline`;
+  const items = changes.map((c) => h("div", { class: "best-section", "data-path": c.path },
+    h("b", { text: c.path }),
+    base.has(c.path) ? diffView(base.get(c.path), c.body) : h("pre", { text: c.body })));
+  if (params.length) {
+    items.push(h("p", { class: "small" }, h("b", { text: "model params: " }),
+      params.map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ")));
+  }
+  box.replaceChildren(...(items.length ? items : [h("p", { class: "mute", text: "no change against the baseline" })]));
 }
 
 function renderLineage() {
@@ -863,7 +975,7 @@ function renderLineage() {
     id = t && t.parents.length ? t.parents[0] : null;
   }
   $("lineage").replaceChildren(...(chain.length ? chain.map(({ id: cid, t }, k) => h("li", {},
-    h("b", { text: cid }), t ? ` · score ${num(t.score)}` : "",
+    h("b", { text: cid }), t ? ` · score ${score(t.score)}` : "",
     k === chain.length - 1 ? " · the baseline" : "",
     t && t.rationale && t.rationale !== "baseline" ? h("span", { class: "mute", text: ` · ${t.rationale}` }) : null))
     : [h("li", { class: "mute", text: "no best candidate yet" })]));
@@ -871,7 +983,7 @@ function renderLineage() {
   const reason = r ? r.termination_reason : null;
   $("termination").replaceChildren(...(reason ? [h("b", { text: "stopped: " }),
     `${reason.cause}${reason.optimizer_reason ? ` (${reason.optimizer_reason})` : ""} — ${reason.message}`,
-    r.test ? ` · test split: baseline ${num(r.test.baseline.score)}, best ${num(r.test.best.score)}` : ""]
+    r.test ? ` · test split: baseline ${score(r.test.baseline.score)}, best ${score(r.test.best.score)}` : ""]
     : S.status && !FINISHED.includes(S.status) ? [h("span", { class: "mute", text: "running: no termination yet" })] : []));
 }
 
@@ -883,6 +995,7 @@ function renderRejections() {
   $("rejections").replaceChildren(...list.map((r) => h("tr", {},
     h("td", { class: "num", text: r.iteration ?? "-" }), h("td", {}, h("code", { text: r.reason_code })),
     h("td", { class: "wrap", text: r.message }), h("td", { text: r.parents.join(", ") || "-" }))));
+  labelled($("rejections"));
 }
 
 // -- measure: the pass rate, its interval, latencies; the history of its prompt and tag ----------
@@ -927,20 +1040,34 @@ function renderHistory() {
     box.replaceChildren(h("p", { class: "mute", text: "one measurement so far: a nightly `optiflow cron` run adds one each night" }));
     return;
   }
-  const W = 640, H = 200, L = 44, R = 12, T = 10, B = 30;
+  const W = chartWidth(box), H = 200, L = 44, R = 12, T = 22, B = 30;
   const n = points.length;
   const lows = points.map((p) => p.lower ?? p.pass_rate), highs = points.map((p) => p.upper ?? p.pass_rate);
-  let lo = Math.max(0, Math.min(...lows) - 0.05), hi = Math.min(1, Math.max(...highs) + 0.05);
+  let lo = Math.max(0, Math.min(...lows) - 0.02), hi = Math.min(1, Math.max(...highs) + 0.02);
   if (typeof r.fail_below === "number") { lo = Math.min(lo, r.fail_below - 0.02); hi = Math.max(hi, r.fail_below + 0.02); }
   if (hi - lo < 0.1) { lo = Math.max(0, lo - 0.05); hi = Math.min(1, hi + 0.05); }
+  const axis = niceTicks(Math.max(0, lo), Math.min(1, hi), 5);
+  lo = Math.max(0, axis.lo); hi = Math.min(1, axis.hi);
   const X = (k) => L + (k / (n - 1)) * (W - L - R);
   const Y = (v) => T + (1 - (v - lo) / (hi - lo)) * (H - T - B);
-  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "pass rate by measurement" });
-  for (let k = 0; k <= 4; k++) {
-    const v = lo + ((hi - lo) * k) / 4;
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "pass rate by measurement",
+                         "data-ticks": axis.ticks.filter((v) => v >= lo - 1e-9 && v <= hi + 1e-9).map((v) => pct(v, 0)).join(" ") });
+  for (const v of axis.ticks) {
+    if (v < lo - 1e-9 || v > hi + 1e-9) continue;
     svg.append(s("line", { class: "tick", x1: L, x2: W - R, y1: Y(v), y2: Y(v) }),
-               s("text", { x: L - 6, y: Y(v) + 4, "text-anchor": "end", text: pct(v, 0) }));
+               s("text", { class: "ytick", x: L - 6, y: Y(v) + 4, "text-anchor": "end", text: pct(v, axis.step < 0.01 ? 1 : 0) }));
   }
+  // the prompt changed between two runs (an apply in between): a mark where it did
+  const changes = [];
+  points.forEach((p, k) => {
+    const prev = points[k - 1];
+    if (!prev || !p.prompt_hash || !prev.prompt_hash || p.prompt_hash === prev.prompt_hash) return;
+    changes.push({ k, before: prev.mean_tokens, after: p.mean_tokens, at: p.measured_at });
+    const x = (X(k - 1) + X(k)) / 2;
+    svg.append(s("line", { class: "change", x1: x, x2: x, y1: T - 4, y2: H - B },
+      s("title", { text: "the prompt changed between these runs" })),
+      s("text", { class: "change-label", x, y: T - 8, "text-anchor": "middle", text: "prompt changed" }));
+  });
   const band = highs.map((v, k) => `${X(k)},${Y(v)}`).concat(lows.map((v, k) => `${X(k)},${Y(v)}`).reverse());
   svg.append(s("polygon", { class: "band", points: band.join(" ") }));
   svg.append(s("polyline", { class: "line", points: points.map((p, k) => `${X(k)},${Y(p.pass_rate)}`).join(" ") }));
@@ -958,7 +1085,11 @@ function renderHistory() {
   const label = (d) => (day ? d.toLocaleTimeString() : d.toLocaleDateString());
   svg.append(s("text", { x: L, y: H - 10, text: label(first) }),
              s("text", { x: W - R, y: H - 10, "text-anchor": "end", text: label(lastAt) }));
-  box.replaceChildren(svg);
+  const notes = changes.map((c) => h("li", { text: `the prompt changed before the run of ${new Date(c.at).toLocaleString()}` +
+    (typeof c.before === "number" && typeof c.after === "number"
+      ? `: ${int(c.before)} → ${int(c.after)} tokens per evaluation` : "") }));
+  box.dataset.changes = String(changes.length);
+  box.replaceChildren(svg, ...(notes.length ? [h("ul", { class: "changes small" }, ...notes)] : []));
 }
 
 // -- controls ---------------------------------------------------------------------------------
@@ -973,6 +1104,8 @@ $("cancel").onclick = async () => {
     $("cancel").disabled = false;
   }
 };
+
+addEventListener("resize", () => render());  // the charts are drawn at their box's width
 
 $("auth").onsubmit = (e) => {
   e.preventDefault();
