@@ -2,9 +2,9 @@
 user — text, the changes ``apply`` writes, an exit code. This is the only module that branches
 on a job's kind; the driver and the interfaces ask it.
 
-Every kind follows the same shape (pure workflows, one distributed driver): a frozen spec saved at submission, a
-:class:`~optiflow.core.workflow.Workflow` whose state round-trips through JSON (the checkpoint),
-and a report in ``Finish``.
+Every kind follows the same shape (pure workflows, one distributed driver): a frozen spec saved
+at submission, a :class:`~optiflow.core.workflow.Workflow` whose state round-trips through JSON
+(the checkpoint), and a report in ``Finish``.
 """
 
 from __future__ import annotations
