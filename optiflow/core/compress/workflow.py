@@ -322,7 +322,7 @@ class CompressWorkflow:
         return state, Step(index=state.step_index, name=name, targets=tuple(targets))
 
     def _phase_name(self, state: CompressState, round_: int) -> str:
-        base = state.phase if state.phase != "greedy" else state.pending[0].suffix
+        base = state.phase if state.phase != "greedy" else state.pending[0].name
         return base if round_ == 1 else f"{base}-{round_}"
 
     def _close(
@@ -428,7 +428,7 @@ class CompressWorkflow:
             if known is not None and not known.accepted:
                 break
             if known is None:
-                chain.append(GatedSet(suffix=f"greedy-{n + i}", name=f"greedy-{n + i}", mods=trial))
+                chain.append(GatedSet(suffix=set_suffix(trial), name=f"greedy-{n + i}", mods=trial))
                 if state.assessment.gate != "strict":
                     break
             kept = trial
@@ -629,6 +629,14 @@ def _pass_rate(outcomes: Outcomes, sample_ids: Sequence[str]) -> float:
     return passed / made if made else 0.0
 
 
+def set_suffix(mods: Iterable[Modification]) -> str:
+    """A greedy set's experiment id and temporary tag suffix, from its content (as a candidate's
+    is from its section): a job never gives two different sets one id or tag, so nothing keyed
+    by them (fail-fast marks, a worker's memory of a tag's overrides, the eval cache, trial rows)
+    mixes two sets."""
+    return "set-" + hashlib.sha256(_set_key(mods).encode()).hexdigest()[:12]
+
+
 def _set_key(mods: Iterable[Modification]) -> str:
     parts = sorted(
         f"{path_str(m.section_path)}:{hashlib.sha256(m.proposed_body.encode()).hexdigest()[:16]}"
@@ -637,4 +645,4 @@ def _set_key(mods: Iterable[Modification]) -> str:
     return "|".join(parts)
 
 
-__all__ = ["CompressState", "CompressWorkflow", "GatedSet", "SetDecision", "path_hash"]
+__all__ = ["CompressState", "CompressWorkflow", "GatedSet", "SetDecision", "path_hash", "set_suffix"]
