@@ -55,7 +55,16 @@ from optiflow.core.records import Trial
 from optiflow.core.relevance import Relevance, probe_size, removed_sentences
 from optiflow.core.sections import SectionPath, path_str
 from optiflow.core.step import EvalTarget, ProposalError, SectionEdit, Step, StepResults
-from optiflow.core.workflow import TokenCounter, Transition, advanced, noted, started
+from optiflow.core.workflow import (
+    StalledStepError,
+    TokenCounter,
+    Transition,
+    advanced,
+    bounded,
+    failure,
+    noted,
+    started,
+)
 
 BASELINE = "baseline"
 
@@ -107,6 +116,9 @@ class CompressState(JobState):
     greedy_queue: tuple[Modification, ...] = ()
     known_sets: dict[str, SetDecision] = Field(default_factory=dict)
     combined: GateStats | None = None
+    regressed: frozenset[str] = frozenset()
+    """Experiments a watched sample failed (fail-fast marks them: their further evaluations are
+    skipped for the rest of the job)."""
 
 
 class CompressWorkflow:
@@ -119,6 +131,7 @@ class CompressWorkflow:
         self.ids = spec.dataset.ids()
         self.protected = self.gate.protected_ids(spec.dataset.samples)
         self.relevance = Relevance(spec.dataset.samples)
+        self.mutable = sum(1 for s in spec.prompt.sections if not s.frozen)
 
     @staticmethod
     def load_state(data: Mapping[str, object]) -> CompressState:
@@ -208,11 +221,47 @@ class CompressWorkflow:
         )
         return started(state, step)
 
+    @property
+    def max_steps(self) -> int:
+        """The most steps a job of this spec takes: the baseline, then at most ``rounds`` rounds
+        for the candidates, the combination and each greedy set (at most one per mutable section
+        but the first, decided from memory: ``sections + 1`` phases of rounds in all)."""
+        return 1 + self.max_rounds * (self.mutable + 1)
+
+    @property
+    def max_rounds(self) -> int:
+        """The most rounds the gate takes to decide a set: one under ``strict`` (every run in the
+        first); ``paired`` / ``auto``: the first round, one per ``round_runs`` up to ``max_runs``
+        and as many for baseline runs that errored (each such round adds a baseline run)."""
+        gate = self.gate
+        if gate.mode == "strict":
+            return 1
+        later = -(-(gate.max_runs - gate.first_runs) // gate.round_runs)
+        return 1 + later + gate.max_runs
+
     def advance(self, state: CompressState, results: StepResults) -> Transition[CompressState]:
         before = state
         new, action = self._advance(state, results)
+        new = new.model_copy(update={"regressed": new.regressed | _regressed(results)})
+        if isinstance(action, Step) and all(
+            t.guard is not None and t.experiment.id in new.regressed for t in action.targets
+        ):
+            names = ", ".join(sorted({t.experiment.name for t in action.targets}))
+            action = failure(
+                StalledStepError(
+                    f"step {action.index + 1} ({action.name}) would evaluate only experiments that "
+                    f"already regressed ({names}): fail-fast would skip every evaluation",
+                    field="job",
+                )
+            )
+        action = bounded(action, self.max_steps, self.max_steps_why)
         trials = self._trials(before, new, results)
         return advanced(new, results, action, rejected=len(new.rejected), trials=trials)
+
+    @property
+    def max_steps_why(self) -> str:
+        sections = self.mutable
+        return f"1 + {self.max_rounds} round(s) x ({sections} mutable section(s) + 1)"
 
     def _advance(self, state: CompressState, results: StepResults) -> tuple[CompressState, Action]:
         by_exp: dict[str, list[EvalResult]] = defaultdict(list)
@@ -594,6 +643,17 @@ class CompressWorkflow:
             budget=state.budget,
         )
         return state.model_copy(update={"phase": "done"}), Finish(report=report)
+
+
+def _regressed(results: StepResults) -> frozenset[str]:
+    """The experiments of a step that fail-fast marked: a watched sample failed or errored."""
+    guards = {t.experiment.id: t.guard for t in results.step.targets if t.guard}
+    out = set()
+    for r in results.evals:
+        guard = guards.get(r.experiment_id)
+        if guard and r.sample_id in guard and not r.skipped and not (r.success and r.passed):
+            out.add(r.experiment_id)
+    return frozenset(out)
 
 
 def _override(m: Modification) -> SectionOverride:
