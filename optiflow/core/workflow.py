@@ -146,8 +146,7 @@ def bounded(action: Action, bound: int, why: str) -> Action:
         return action
     error = StepBoundError(
         f"the job would start step {action.index + 1} ({action.name}) but its spec allows at most "
-        f"{bound} ({why}); it fails instead of looping",
-        field="job",
+        f"{bound} ({why}); it fails instead of looping"
     )
     return failure(error)
 

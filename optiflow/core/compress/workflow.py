@@ -250,8 +250,7 @@ class CompressWorkflow:
             action = failure(
                 StalledStepError(
                     f"step {action.index + 1} ({action.name}) would evaluate only experiments that "
-                    f"already regressed ({names}): fail-fast would skip every evaluation",
-                    field="job",
+                    f"already regressed ({names}): fail-fast would skip every evaluation"
                 )
             )
         action = bounded(action, self.max_steps, self.max_steps_why)
