@@ -3,8 +3,9 @@
 Steps (each one chord):
 
 1. ``baseline``: the baseline tag's overrides (snapshotted at submission) evaluated ``eval_runs``
-   times over the dataset, while every mutable section of at least ``min_section_tokens`` tokens
-   gets a compression proposal (largest first) — both in one step. The gate then reads the
+   times over the dataset (``auto`` with ``eval_runs: 1``: twice, to test the model's
+   determinism), while every mutable section of at least ``min_section_tokens`` tokens gets a
+   compression proposal (largest first) — both in one step. The gate then reads the
    baseline's runs once (:func:`~optiflow.core.gate.evidence.assess`): which gate decides (``auto``:
    ``strict`` for a model its runs show deterministic, else ``paired``) and whether the baseline
    gives it anything to stand on; when it does not, the job fails with the cause.
@@ -216,10 +217,20 @@ class CompressWorkflow:
         step = Step(
             index=0,
             name=BASELINE,
-            targets=(self._target(BASELINE, BASELINE, (), self.ids, runs=self.spec.eval_runs),),
+            targets=(self._target(BASELINE, BASELINE, (), self.ids, runs=self.baseline_runs),),
             propose=self.proposable_sections(count_tokens),
         )
         return started(state, step)
+
+    @property
+    def baseline_runs(self) -> int:
+        """The baseline's first round: ``eval_runs`` runs, and under ``auto`` with one run, one
+        more: one run cannot show the model deterministic (``auto`` would pick ``paired``, several
+        times seed 000's calls even on a deterministic model); two that agree on every sample pick
+        ``strict``, which then costs seed 000's calls plus that one baseline run."""
+        if self.gate.mode == "auto" and self.spec.eval_runs < 2:
+            return 2
+        return self.spec.eval_runs
 
     @property
     def max_steps(self) -> int:
