@@ -133,14 +133,19 @@ class Fleet:
         return tuple(results)
 
 
-def proposals_of(spec: CompressSpec, step: Step, edits: Mapping[SectionPath, str]) -> tuple[SectionEdit, ...]:
+def proposals_of(
+    spec: CompressSpec,
+    step: Step,
+    edits: Mapping[SectionPath, str],
+    count_tokens: Callable[[str], int] = words,
+) -> tuple[SectionEdit, ...]:
     return tuple(
         SectionEdit(
             path=p,
             original_hash=spec.prompt.section(p).hash,
             proposed_body=edits.get(p, spec.effective_body(p)),
-            original_tokens=words(spec.effective_body(p)),
-            proposed_tokens=words(edits.get(p, spec.effective_body(p))),
+            original_tokens=count_tokens(spec.effective_body(p)),
+            proposed_tokens=count_tokens(edits.get(p, spec.effective_body(p))),
         )
         for p in step.propose
     )
@@ -163,11 +168,15 @@ def run_job(
     inflight: int = 1,
     processes: int = 1,
     job_id: str = "job1",
+    count_tokens: Callable[[str], int] = words,
+    proposals: Mapping[SectionPath, SectionEdit] | None = None,
 ) -> Run:
+    """Run a job to its end. The strategy proposes ``edits`` (token counts by ``count_tokens``),
+    or hands over ``proposals`` as they are."""
     wf = CompressWorkflow(spec, job_id)
     bound: int = getattr(wf, "max_steps", HARD_CAP)  # (a workflow before issue 19 had none)
     fleet = Fleet(spec, answer, inflight=inflight, processes=processes)
-    tr = wf.start(words)
+    tr = wf.start(count_tokens)
     state, action = tr.state, tr.action
     steps: list[Step] = []
     while isinstance(action, Step):
@@ -175,7 +184,12 @@ def run_job(
             return Run(None, steps, fleet.calls, bound)
         steps.append(action)
         evals = fleet.run_step(action)
-        results = StepResults(step=action, evals=evals, edits=proposals_of(spec, action, edits))
+        made = (
+            tuple(proposals[p] for p in action.propose)
+            if proposals is not None
+            else proposals_of(spec, action, edits, count_tokens)
+        )
+        results = StepResults(step=action, evals=evals, edits=made)
         tr = wf.advance(state, results)
         state, action = tr.state, tr.action
     if isinstance(action, Fail):
