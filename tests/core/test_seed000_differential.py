@@ -269,10 +269,30 @@ def test_strict_compress_decides_as_seed_000(sc: Scenario) -> None:
 
 
 @settings(max_examples=max(EXAMPLES // 5, 50), deadline=None, derandomize=IN_CI, database=None)
-@given(sc=scenarios())
-def test_no_compress_job_exceeds_its_step_bound(sc: Scenario) -> None:
+@given(
+    sc=scenarios(),
+    gate=st.one_of(
+        st.none(),
+        st.fixed_dictionaries(
+            {
+                "mode": st.sampled_from(("paired", "auto")),
+                "max_runs": st.integers(3, 6),
+                "round_runs": st.integers(1, 2),
+                "protect": st.lists(st.sampled_from([f"s{i}" for i in range(12)]), max_size=3),
+            }
+        ),
+    ),
+)
+def test_no_compress_job_exceeds_its_step_bound(sc: Scenario, gate: dict[str, object] | None) -> None:
+    """Under any gate: the scenario's (strict, or auto on a deterministic model), or paired / auto
+    on any model, with protected samples (fail-fast watches them) and a small run cap."""
     spec, edits = build(sc)
+    if gate is not None:
+        spec = CompressSpec.model_validate(
+            {**spec.model_dump(), "gate": {**gate, "min_baseline_pass_rate": 0.0, "max_error_rate": 0.2}}
+        )
     run = run_job(spec, model(sc), edits, inflight=sc.inflight, processes=sc.processes)
+    event(f"gate: {gate['mode'] if gate else sc.mode}, steps: {len(run.steps)} of {run.max_steps}")
     assert run.outcome is not None
     assert len(run.steps) <= run.max_steps
     if isinstance(run.outcome, Fail):
