@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optiflow.core.actions import Fail, Finish
@@ -77,7 +77,13 @@ def add_rule(request: RewriteRequest) -> str:
     return f"{request.current} rule_v{request.variant}g{len(request.iterations)}"
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=IN_CI, database=None)
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=IN_CI,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(drawn=optimize_specs())
 def test_no_optimize_job_exceeds_its_step_bound(drawn: tuple[Any, ScriptedOptimizer | None, bool]) -> None:
     spec, optimizer, rewrites = drawn

@@ -253,7 +253,6 @@ class CompressWorkflow:
     def advance(self, state: CompressState, results: StepResults) -> Transition[CompressState]:
         before = state
         new, action = self._advance(state, results)
-        new = new.model_copy(update={"regressed": new.regressed | _regressed(results)})
         if isinstance(action, Step) and all(
             t.guard is not None and t.experiment.id in new.regressed for t in action.targets
         ):
@@ -283,6 +282,7 @@ class CompressWorkflow:
                     results.evals, proposals=len(results.edits) + len(results.proposal_errors)
                 ),
                 "step_index": state.step_index + 1,
+                "regressed": state.regressed | _regressed(results),
                 "baseline": state.baseline.extend(
                     Outcomes.from_results(by_exp.get(self._experiment_id(BASELINE), ()))
                 ),
@@ -355,13 +355,28 @@ class CompressWorkflow:
     def _round(self, state: CompressState) -> tuple[CompressState, Action]:
         """Decide every pending set; launch another round for the undecided, or close the phase."""
         assert state.assessment is not None
-        decisions = {
-            s.suffix: decide(self.gate, state.assessment, state.baseline, s.outcomes) for s in state.pending
-        }
+        decisions = {s.suffix: self._decide(state, s) for s in state.pending}
         undecided = [s for s in state.pending if not decisions[s.suffix].decided]
         if undecided:
             return self._next_round(state, undecided, decisions)
         return self._close(state, decisions)
+
+    def _decide(self, state: CompressState, s: GatedSet) -> GateDecision:
+        """The gate's decision on a set, except that a set fail-fast marked (a watched sample
+        failed) is rejected: its further evaluations would all be skipped. (Under ``paired`` a
+        protected sample may fail a candidate run, then fail a baseline run added later, so the
+        gate no longer counts it as a regression; the candidate's runs stopped all the same.)"""
+        assert state.assessment is not None
+        decision = decide(self.gate, state.assessment, state.baseline, s.outcomes)
+        if decision.decided or self._experiment_id(s.suffix) not in state.regressed:
+            return decision
+        return decision.model_copy(
+            update={
+                "verdict": "reject",
+                "reason": "fail-fast: a protected sample failed a run, so its remaining runs were skipped",
+                "plan": RunPlan(),
+            }
+        )
 
     def _next_round(
         self, state: CompressState, undecided: Sequence[GatedSet], decisions: Mapping[str, GateDecision]
