@@ -302,7 +302,7 @@ def test_no_compress_job_exceeds_its_step_bound(sc: Scenario, gate: dict[str, ob
     assert run.outcome is not None
     assert len(run.steps) <= run.max_steps
     if isinstance(run.outcome, Fail):
-        assert run.outcome.code != "step_bound_exceeded", run.outcome.error
+        assert run.outcome.code not in ("step_bound_exceeded", "step_all_skipped"), run.outcome.error
 
 
 @pytest.mark.parametrize("fail_fast", [False, True])
