@@ -45,6 +45,9 @@ typecheck:
 
 check: lint typecheck test
 
+check-deep:  ## the randomized seed-000 differential test at 10,000 scenarios (CI runs 500); OPTIFLOW_SEED000_EXAMPLES=N for another count
+	OPTIFLOW_SEED000_EXAMPLES=$${OPTIFLOW_SEED000_EXAMPLES:-10000} $(PYTEST) -q -p no:cacheprovider tests/core/test_seed000_differential.py
+
 bench:  ## compress-job throughput vs a bare Celery chord; writes bench/results.md
 	$(PY) -m bench.compress --out bench/results.md
 

@@ -42,8 +42,12 @@ class Finish(Frozen):
 
 
 class Fail(Frozen):
+    """The job ends ``failed`` with ``error``; ``code``, when set, is the stable code of the
+    :class:`~optiflow.errors.OptiflowError` that ended it (its text starts with it too)."""
+
     type: Literal["fail"] = "fail"
     error: str
+    code: str | None = None
 
 
 Action = Annotated[Step | Finish | Fail, Field(discriminator="type")]

@@ -20,6 +20,7 @@ from optiflow.core.budget import BUDGET_EXHAUSTED, BudgetReport, budget_line
 from optiflow.core.checkpoint import JobState
 from optiflow.core.records import Event, Rejection, Trial
 from optiflow.core.step import Step, StepResults
+from optiflow.errors import JobError
 
 TokenCounter = Callable[[str], int]
 
@@ -119,8 +120,51 @@ def noted(state: S, results: StepResults) -> S:
     return state if results.budget is None else state.model_copy(update={"budget": results.budget})
 
 
+class StepBoundError(JobError):
+    """A job reached the bound on its steps that its workflow computes from its spec (every job
+    ends: a workflow that would go past it has a bug, and the job fails instead of looping)."""
+
+    code = "step_bound_exceeded"
+
+
+class StalledStepError(JobError):
+    """A step every evaluation of which fail-fast would skip (each of its experiments already
+    regressed): it could decide nothing, so the job fails instead of launching it."""
+
+    code = "step_all_skipped"
+
+
+def failure(error: JobError) -> Fail:
+    """The action that ends a job with ``error``: its text starts with the error's stable code."""
+    return Fail(error=f"{error.code}: {error}", code=error.code)
+
+
+def bounded(action: Action, bound: int, why: str) -> Action:
+    """``action``, unless it is a step at or past ``bound`` (the most steps the job's spec allows;
+    ``why`` says how the bound is computed): then the job fails with :class:`StepBoundError`."""
+    if not isinstance(action, Step) or action.index < bound:
+        return action
+    error = StepBoundError(
+        f"the job would start step {action.index + 1} ({action.name}) but its spec allows at most "
+        f"{bound} ({why}); it fails instead of looping"
+    )
+    return failure(error)
+
+
 def _next_step(action: Action) -> Step | None:
     return action if isinstance(action, Step) else None
 
 
-__all__ = ["TokenCounter", "Transition", "Workflow", "advanced", "exhausted_event", "noted", "started"]
+__all__ = [
+    "StalledStepError",
+    "StepBoundError",
+    "TokenCounter",
+    "Transition",
+    "Workflow",
+    "advanced",
+    "bounded",
+    "exhausted_event",
+    "failure",
+    "noted",
+    "started",
+]

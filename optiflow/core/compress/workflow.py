@@ -3,8 +3,9 @@
 Steps (each one chord):
 
 1. ``baseline``: the baseline tag's overrides (snapshotted at submission) evaluated ``eval_runs``
-   times over the dataset, while every mutable section of at least ``min_section_tokens`` tokens
-   gets a compression proposal (largest first) — both in one step. The gate then reads the
+   times over the dataset (``auto`` with ``eval_runs: 1``: twice, to test the model's
+   determinism), while every mutable section of at least ``min_section_tokens`` tokens gets a
+   compression proposal (largest first) — both in one step. The gate then reads the
    baseline's runs once (:func:`~optiflow.core.gate.evidence.assess`): which gate decides (``auto``:
    ``strict`` for a model its runs show deterministic, else ``paired``) and whether the baseline
    gives it anything to stand on; when it does not, the job fails with the cause.
@@ -60,7 +61,16 @@ from optiflow.core.records import Trial
 from optiflow.core.relevance import Relevance, probe_size, removed_sentences
 from optiflow.core.sections import SectionPath, path_str
 from optiflow.core.step import EvalTarget, ProposalError, SectionEdit, Step, StepResults
-from optiflow.core.workflow import TokenCounter, Transition, advanced, noted, started
+from optiflow.core.workflow import (
+    StalledStepError,
+    TokenCounter,
+    Transition,
+    advanced,
+    bounded,
+    failure,
+    noted,
+    started,
+)
 
 BASELINE = "baseline"
 
@@ -113,6 +123,9 @@ class CompressState(JobState):
     greedy_queue: tuple[Modification, ...] = ()
     known_sets: dict[str, SetDecision] = Field(default_factory=dict)
     combined: GateStats | None = None
+    regressed: frozenset[str] = frozenset()
+    """Experiments a watched sample failed (fail-fast marks them: their further evaluations are
+    skipped for the rest of the job)."""
 
 
 class CompressWorkflow:
@@ -125,6 +138,7 @@ class CompressWorkflow:
         self.ids = spec.dataset.ids()
         self.protected = self.gate.protected_ids(spec.dataset.samples)
         self.relevance = Relevance(spec.dataset.samples)
+        self.mutable = sum(1 for s in spec.prompt.sections if not s.frozen)
 
     @staticmethod
     def load_state(data: Mapping[str, object]) -> CompressState:
@@ -209,16 +223,60 @@ class CompressWorkflow:
         step = Step(
             index=0,
             name=BASELINE,
-            targets=(self._target(BASELINE, BASELINE, (), self.ids, runs=self.spec.eval_runs),),
+            targets=(self._target(BASELINE, BASELINE, (), self.ids, runs=self.baseline_runs),),
             propose=self.proposable_sections(count_tokens),
         )
         return started(state, step)
 
+    @property
+    def baseline_runs(self) -> int:
+        """The baseline's first round: ``eval_runs`` runs, and under ``auto`` with one run, one
+        more: one run cannot show the model deterministic (``auto`` would pick ``paired``, several
+        times seed 000's calls even on a deterministic model); two that agree on every sample pick
+        ``strict``, which then costs seed 000's calls plus that one baseline run."""
+        if self.gate.mode == "auto" and self.spec.eval_runs < 2:
+            return 2
+        return self.spec.eval_runs
+
+    @property
+    def max_steps(self) -> int:
+        """The most steps a job of this spec takes: the baseline, then at most ``rounds`` rounds
+        for the candidates, the combination and each greedy set (at most one per mutable section
+        but the first, decided from memory: ``sections + 1`` phases of rounds in all)."""
+        return 1 + self.max_rounds * (self.mutable + 1)
+
+    @property
+    def max_rounds(self) -> int:
+        """The most rounds the gate takes to decide a set: one under ``strict`` (every run in the
+        first); ``paired`` / ``auto``: the first round, one per ``round_runs`` up to ``max_runs``
+        and as many for baseline runs that errored (each such round adds a baseline run)."""
+        gate = self.gate
+        if gate.mode == "strict":
+            return 1
+        later = -(-(gate.max_runs - gate.first_runs) // gate.round_runs)
+        return 1 + later + gate.max_runs
+
     def advance(self, state: CompressState, results: StepResults) -> Transition[CompressState]:
         before = state
         new, action = self._advance(state, results)
+        if isinstance(action, Step) and all(
+            t.guard is not None and t.experiment.id in new.regressed for t in action.targets
+        ):
+            names = ", ".join(sorted({t.experiment.name for t in action.targets}))
+            action = failure(
+                StalledStepError(
+                    f"step {action.index + 1} ({action.name}) would evaluate only experiments that "
+                    f"already regressed ({names}): fail-fast would skip every evaluation"
+                )
+            )
+        action = bounded(action, self.max_steps, self.max_steps_why)
         trials = self._trials(before, new, results)
         return advanced(new, results, action, rejected=len(new.rejected), trials=trials)
+
+    @property
+    def max_steps_why(self) -> str:
+        sections = self.mutable
+        return f"1 + {self.max_rounds} round(s) x ({sections} mutable section(s) + 1)"
 
     def _advance(self, state: CompressState, results: StepResults) -> tuple[CompressState, Action]:
         by_exp: dict[str, list[EvalResult]] = defaultdict(list)
@@ -230,6 +288,7 @@ class CompressWorkflow:
                     results.evals, proposals=len(results.edits) + len(results.proposal_errors)
                 ),
                 "step_index": state.step_index + 1,
+                "regressed": state.regressed | _regressed(results),
                 "baseline": state.baseline.extend(
                     Outcomes.from_results(by_exp.get(self._experiment_id(BASELINE), ()))
                 ),
@@ -303,13 +362,28 @@ class CompressWorkflow:
     def _round(self, state: CompressState) -> tuple[CompressState, Action]:
         """Decide every pending set; launch another round for the undecided, or close the phase."""
         assert state.assessment is not None
-        decisions = {
-            s.suffix: decide(self.gate, state.assessment, state.baseline, s.outcomes) for s in state.pending
-        }
+        decisions = {s.suffix: self._decide(state, s) for s in state.pending}
         undecided = [s for s in state.pending if not decisions[s.suffix].decided]
         if undecided:
             return self._next_round(state, undecided, decisions)
         return self._close(state, decisions)
+
+    def _decide(self, state: CompressState, s: GatedSet) -> GateDecision:
+        """The gate's decision on a set, except that a set fail-fast marked (a watched sample
+        failed) is rejected: its further evaluations would all be skipped. (Under ``paired`` a
+        protected sample may fail a candidate run, then fail a baseline run added later, so the
+        gate no longer counts it as a regression; the candidate's runs stopped all the same.)"""
+        assert state.assessment is not None
+        decision = decide(self.gate, state.assessment, state.baseline, s.outcomes)
+        if decision.decided or self._experiment_id(s.suffix) not in state.regressed:
+            return decision
+        return decision.model_copy(
+            update={
+                "verdict": "reject",
+                "reason": "fail-fast: a protected sample failed a run, so its remaining runs were skipped",
+                "plan": RunPlan(),
+            }
+        )
 
     def _next_round(
         self, state: CompressState, undecided: Sequence[GatedSet], decisions: Mapping[str, GateDecision]
@@ -329,7 +403,7 @@ class CompressWorkflow:
         return state, Step(index=state.step_index, name=name, targets=tuple(targets))
 
     def _phase_name(self, state: CompressState, round_: int) -> str:
-        base = state.phase if state.phase != "greedy" else state.pending[0].suffix
+        base = state.phase if state.phase != "greedy" else state.pending[0].name
         return base if round_ == 1 else f"{base}-{round_}"
 
     def _close(
@@ -435,7 +509,7 @@ class CompressWorkflow:
             if known is not None and not known.accepted:
                 break
             if known is None:
-                chain.append(GatedSet(suffix=f"greedy-{n + i}", name=f"greedy-{n + i}", mods=trial))
+                chain.append(GatedSet(suffix=set_suffix(trial), name=f"greedy-{n + i}", mods=trial))
                 if state.assessment.gate != "strict":
                     break
             kept = trial
@@ -624,6 +698,17 @@ class CompressWorkflow:
         return state.model_copy(update={"phase": "done"}), Finish(report=report)
 
 
+def _regressed(results: StepResults) -> frozenset[str]:
+    """The experiments of a step that fail-fast marked: a watched sample failed or errored."""
+    guards = {t.experiment.id: t.guard for t in results.step.targets if t.guard}
+    out = set()
+    for r in results.evals:
+        guard = guards.get(r.experiment_id)
+        if guard and r.sample_id in guard and not r.skipped and not (r.success and r.passed):
+            out.add(r.experiment_id)
+    return frozenset(out)
+
+
 def _override(m: Modification) -> SectionOverride:
     return SectionOverride(path=m.section_path, expected_hash=m.original_hash, body=m.proposed_body)
 
@@ -657,6 +742,14 @@ def _pass_rate(outcomes: Outcomes, sample_ids: Sequence[str]) -> float:
     return passed / made if made else 0.0
 
 
+def set_suffix(mods: Iterable[Modification]) -> str:
+    """A greedy set's experiment id and temporary tag suffix, from its content (as a candidate's
+    is from its section): a job never gives two different sets one id or tag, so nothing keyed
+    by them (fail-fast marks, a worker's memory of a tag's overrides, the eval cache, trial rows)
+    mixes two sets."""
+    return "set-" + hashlib.sha256(_set_key(mods).encode()).hexdigest()[:12]
+
+
 def _set_key(mods: Iterable[Modification]) -> str:
     parts = sorted(
         f"{path_str(m.section_path)}:{hashlib.sha256(m.proposed_body.encode()).hexdigest()[:16]}"
@@ -665,4 +758,4 @@ def _set_key(mods: Iterable[Modification]) -> str:
     return "|".join(parts)
 
 
-__all__ = ["CompressState", "CompressWorkflow", "GatedSet", "SetDecision", "path_hash"]
+__all__ = ["CompressState", "CompressWorkflow", "GatedSet", "SetDecision", "path_hash", "set_suffix"]

@@ -69,7 +69,8 @@ def _choose(spec: GateSpec, baseline: Outcomes, ids: Sequence[str]) -> tuple[Gat
         return (
             "paired",
             f"auto: {fewest} answered baseline run(s) of some sample cannot show the model deterministic, "
-            "so paired (with first_runs >= 2 auto picks strict for a deterministic model)",
+            "so paired (with first_runs >= 2, or a compress job's extra baseline run at eval_runs 1, auto "
+            "picks strict for a deterministic model)",
             flaky,
         )
     if flaky == 0:

@@ -27,7 +27,7 @@ from optiflow.core.measure.report import MeasureDocument, percentiles, wilson_in
 from optiflow.core.measure.spec import MeasureSpec
 from optiflow.core.overrides import now
 from optiflow.core.step import EvalTarget, Step, StepResults
-from optiflow.core.workflow import TokenCounter, Transition, advanced, noted, started
+from optiflow.core.workflow import TokenCounter, Transition, advanced, bounded, noted, started
 
 
 class MeasureState(JobState):
@@ -72,8 +72,12 @@ class MeasureWorkflow:
         state = MeasureState(job_id=self.job_id, started_at=self.clock())
         return started(state, Step(index=0, name="measure", targets=(self.target(),)))
 
+    max_steps = 1
+    """A measure job is one step."""
+
     def advance(self, state: MeasureState, results: StepResults) -> Transition[MeasureState]:
         new, action = self._advance(state, results)
+        action = bounded(action, self.max_steps, "a measure job is one step")
         return advanced(new, results, action, rejected=0)
 
     def _advance(self, state: MeasureState, results: StepResults) -> tuple[MeasureState, Action]:

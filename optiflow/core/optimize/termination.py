@@ -170,6 +170,16 @@ class CompositePolicy(Frozen):
     def description(self) -> str:
         return " OR ".join(p.description() for p in self.policies)
 
+    def max_iterations(self) -> int:
+        """The fewest iterations a max-iterations policy in it allows (the first to fire)."""
+        found = [p.iterations for p in self.policies if isinstance(p, MaxIterationsPolicy)]
+        found += [
+            p.max_iterations()
+            for p in self.policies
+            if isinstance(p, CompositePolicy) and p.has_max_iterations()
+        ]
+        return min(found, default=DEFAULT_MAX_ITERATIONS)
+
     def has_max_iterations(self) -> bool:
         return any(
             isinstance(p, MaxIterationsPolicy) or (isinstance(p, CompositePolicy) and p.has_max_iterations())

@@ -60,7 +60,7 @@ from optiflow.core.overrides import SectionOverride, now
 from optiflow.core.records import Event, Trial
 from optiflow.core.sections import SectionPath
 from optiflow.core.step import EvalTarget, RewriteReply, Step, StepResults
-from optiflow.core.workflow import TokenCounter, Transition, advanced, noted, started
+from optiflow.core.workflow import TokenCounter, Transition, advanced, bounded, noted, started
 
 BASELINE_ID = "c0"
 Clock = Callable[[], datetime]
@@ -166,8 +166,17 @@ class OptimizeWorkflow:
             events.append(Event(type="optimize_started", key="optimize_started", payload={"line": line}))
         return started(state, step, events=events)
 
+    @property
+    def max_steps(self) -> int:
+        """The most steps a job of this spec takes: the baseline, at most two per iteration (the
+        rewrite requests, the candidates) for the ``max_iterations`` its termination allows (the
+        baseline is iteration 0), and the test step."""
+        return 2 + 2 * self.spec.termination.max_iterations()
+
     def advance(self, state: OptimizeState, results: StepResults) -> Transition[OptimizeState]:
         new, action = self._advance(state, results)
+        iterations = self.spec.termination.max_iterations()
+        action = bounded(action, self.max_steps, f"baseline + 2 steps x {iterations} iteration(s) + test")
         return advanced(
             new,
             results,
