@@ -17,7 +17,7 @@ from pydantic import Field
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.budget import BudgetReport
 from optiflow.core.evaluation import JobStats
-from optiflow.core.optimize.acceptance import AcceptanceSpec
+from optiflow.core.optimize.acceptance import AcceptanceSpec, Rule
 from optiflow.core.optimize.configuration import Configuration, TreatmentFactor
 from optiflow.core.optimize.history import IterationRecord
 from optiflow.core.optimize.lineage import LineageGraph, lineage
@@ -44,6 +44,9 @@ class OptimizationHistory(Frozen):
     optimizer_description: str
     termination_policy: CompositePolicy
     acceptance: AcceptanceSpec
+    acceptance_rule: Rule | None = None
+    """The rule in force (``auto`` resolved from the baseline's runs); None: the baseline failed."""
+    acceptance_rule_reason: str = ""
     splits: bool = False
     max_candidates_per_step: int
     eval_runs: int

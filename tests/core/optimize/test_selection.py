@@ -1,0 +1,135 @@
+"""Paired, sequential selection on a sampled model (DESIGN §2a): auto's choice, racing, the
+job-wide alpha, recorded figures and an exact replay."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from optiflow.core.actions import Finish
+from optiflow.core.dataset import Dataset, Sample
+from optiflow.core.gate.outcomes import Outcomes
+from optiflow.core.optimize.configuration import make_config
+from optiflow.core.optimize.document import history_document
+from optiflow.core.optimize.replay import replay
+from optiflow.core.optimize.report import OptimizationHistory
+from optiflow.core.optimize.selection import alpha_at, judge
+from optiflow.llm.noise import SMOLLM2_LIKE, pass_probability, passes
+
+from .conftest import spec_of
+from .harness import Bodies, Params, ScriptedOptimizer, run_optimize
+
+N = 40
+SAMPLES = tuple(
+    Sample(id=f"s{i}", input={"question": f"q{i}", "company": "A"}, expected="x") for i in range(N)
+)
+BASE_P = {s.id: pass_probability(SMOLLM2_LIKE, 0, s.id) for s in SAMPLES}
+
+
+def noisy(gain_at: dict[float, float]) -> Any:
+    """Pass probability ``p_s + gain`` (clipped) at temperature t, drawn independently per (t, run)."""
+
+    def answer(bodies: Bodies, params: Params, sid: str, run: int) -> bool:
+        t = float(params.get("temperature", 0.7))  # type: ignore[arg-type]
+        p = min(1.0, max(0.0, BASE_P[sid] + gain_at.get(t, 0.0)))
+        return passes(p, 0, f"t={t}", sid, run)
+
+    return answer
+
+
+def cfg(temperature: float) -> Any:
+    return make_config({("rules",): "rule_a"}, {"temperature": temperature})
+
+
+def spec(**changes: Any) -> Any:
+    return spec_of(dataset=Dataset(name="noisy", samples=SAMPLES), **changes)
+
+
+def report(run: Any) -> OptimizationHistory:
+    assert isinstance(run.action, Finish), run.action
+    assert isinstance(run.action.report, OptimizationHistory)
+    return run.action.report
+
+
+def test_alpha_spending_sums_to_alpha() -> None:
+    assert sum(alpha_at(0.05, k) for k in range(1, 100_000)) < 0.05
+    assert math.isclose(alpha_at(0.05, 1), 0.05 * 6 / math.pi**2)
+
+
+def test_auto_picks_paired_on_a_sampled_model_and_crowns_a_real_gain() -> None:
+    opt = ScriptedOptimizer([[cfg(0.0), cfg(0.2)]], stop_after=1)
+    run = run_optimize(spec(), noisy({0.2: 0.30}), optimizer=opt)
+    h = report(run)
+    assert h.acceptance_rule == "paired" and "sampled model" in h.acceptance_rule_reason
+    assert h.best_candidate_id == "c2"
+    c1, c2 = h.trial("c1"), h.trial("c2")
+    assert c1 is not None and c2 is not None and c1.selection and c2.selection
+    assert c2.selection.verdict == "accept" and c2.selection.gain_low > 0
+    assert c2.selection.evidence_better >= 1 / c2.selection.alpha
+    assert c2.selection.comparison == 2 and c2.selection.alpha == alpha_at(0.05, 2)
+    # racing: later rounds hold only undecided contenders and the best (c0), from run 2 on
+    rounds = [s for s in run.steps if "round" in s.name]
+    for s in rounds:
+        names = {t.experiment.name for t in s.targets}
+        assert names <= {"c0", "c1", "c2"} and all(t.first_run >= 2 for t in s.targets)
+    doc = history_document(h)
+    assert doc["acceptanceRule"] == "paired"
+    assert replay(doc).ok
+
+
+def test_no_op_candidates_are_not_crowned_and_replay_is_exact() -> None:
+    same = [cfg(t) for t in (0.0, 0.2, 1.0)]
+    opt = ScriptedOptimizer([same[:2], same[2:]])
+    h = report(run_optimize(spec(), noisy({}), optimizer=opt))
+    assert h.acceptance_rule == "paired"
+    assert h.best_candidate_id == "c0"
+    trials = [t for t in h.trials if t.candidate_id != "c0"]
+    assert all(t.selection is not None and t.selection.verdict != "accept" for t in trials)
+    assert all(t.selection is not None and t.selection.pairs <= 24 for t in trials)
+    result = replay(history_document(h))
+    assert result.ok and any(d.kind == "selection" for d in result.decisions)
+
+
+def test_judge_accept_reject_and_interval() -> None:
+    ids = [f"s{i}" for i in range(40)]
+    best = Outcomes.of({s: ("01" if i % 2 else "10") * 6 for i, s in enumerate(ids)})
+    better = Outcomes.of(dict.fromkeys(ids, "11" * 6))
+    f = judge(
+        comparison=1,
+        alpha=0.05,
+        beta=0.05,
+        min_gain=0.0,
+        effect=0.1,
+        margin=0.1,
+        max_runs=24,
+        against="c0",
+        best=best,
+        contender=better,
+        ids=ids,
+    )
+    assert f.verdict == "accept" and f.gain == 0.5 and 0 < f.gain_low <= 0.5 <= f.gain_high
+    same = judge(
+        comparison=1,
+        alpha=0.05,
+        beta=0.05,
+        min_gain=0.0,
+        effect=0.1,
+        margin=0.1,
+        max_runs=24,
+        against="c0",
+        best=best,
+        contender=best,
+        ids=ids,
+    )
+    assert same.verdict == "reject"
+
+
+def test_explicit_none_keeps_todays_rule_without_extra_runs() -> None:
+    h = report(
+        run_optimize(
+            spec(acceptance={"test": "none"}),
+            noisy({}),
+            optimizer=ScriptedOptimizer([[cfg(0.2)]]),
+        )
+    )
+    assert h.acceptance_rule == "none" and all(t.selection is None for t in h.trials)
