@@ -197,7 +197,11 @@ def history_document(history: OptimizationHistory) -> dict[str, JSONValue]:
                 "score": h.test.best.score,
                 "statistics": statistics(h.test.best.summary),
             },
+            "confirmed": h.test.confirmed,
+            "confirmation": h.test.confirmation.model_dump(mode="json") if h.test.confirmation else None,
         }
+    doc["improved"] = h.improved
+    doc["gain"] = h.gain_line()
     graph = h.lineage()
     doc["lineage"] = {
         "nodes": [n.model_dump(mode="json") for n in graph.nodes],

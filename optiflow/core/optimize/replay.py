@@ -33,7 +33,7 @@ from optiflow.core.optimize.termination import (
 )
 from optiflow.errors import ValidationError
 
-DecisionKind = Literal["score", "selection", "new_best", "stop"]
+DecisionKind = Literal["score", "selection", "new_best", "stop", "confirmation"]
 _TOLERANCE = 1e-9
 
 
@@ -135,7 +135,7 @@ def replay(
             if recorded_rule == "mann_whitney"
             else "none"
         )
-    settings_paired = {
+    settings_paired: dict[str, Any] = {
         "alpha": acceptance_spec.alpha,
         "beta": acceptance_spec.beta,
         "min_gain": acceptance_spec.min_gain,
@@ -255,6 +255,20 @@ def replay(
                 recorded=recorded_stop or "continue",
                 replayed=replayed_stop or "continue",
                 differs=recorded_stop != replayed_stop,
+            )
+        )
+    confirmation = (document.get("test") or {}).get("confirmation")
+    if confirmation is not None:
+        recorded = SelectionFigures.model_validate(confirmation)
+        again = rejudge(recorded, spent=False, **settings_paired)
+        decisions.append(
+            ReplayDecision(
+                iteration=int(iterations[-1]["iterationNumber"]) if iterations else 0,
+                kind="confirmation",
+                candidate_id=recorded.against,
+                recorded=recorded.verdict,
+                replayed=again.verdict,
+                differs=recorded.verdict != again.verdict,
             )
         )
     return ReplayReport(decisions=tuple(decisions), best_candidate_id=best_id, termination=first_stop)

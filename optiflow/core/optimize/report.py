@@ -94,8 +94,53 @@ class OptimizationHistory(Frozen):
         return self.iterations[-1].best_so_far
 
     @property
-    def improved(self) -> bool:
+    def changed(self) -> bool:
+        """A candidate other than the baseline was selected."""
         return self.best_candidate_id != self.baseline_candidate_id
+
+    @property
+    def confirmed(self) -> bool | None:
+        """Whether the held-out test split confirms the selected best (None: no test split, or
+        the best is the baseline)."""
+        return self.test.confirmed if self.test is not None else None
+
+    @property
+    def improved(self) -> bool:
+        """A best other than the baseline, and not contradicted by held-out data: with a test
+        split only when it confirms it (the paired interval's lower bound above 0)."""
+        return self.changed and self.confirmed is not False
+
+    def gain_line(self) -> str:
+        """What the job can claim about its gain, in one line."""
+        if not self.changed:
+            return "no candidate was shown better than the baseline"
+        t = self.test
+        if t is not None and t.confirmation is not None:
+            f = t.confirmation
+            interval = (
+                f"{f.gain:+.1%} [{f.gain_low:+.1%}, {f.gain_high:+.1%}] "
+                f"({1 - f.alpha:.0%} anytime-valid, {f.pairs} pair(s) per sample on {f.samples} test samples)"
+            )
+            if t.confirmed:
+                return f"improved: held-out pass-rate gain {interval}"
+            return f"not confirmed on held-out data: pass-rate gain {interval}; nothing is applied"
+        if t is not None:
+            scores = f"{t.baseline.score} -> {t.best.score} on {len(t.sample_ids)} test samples"
+            if t.confirmed:
+                return f"improved: held-out score {scores}"
+            return f"not confirmed on held-out data: score {scores}; nothing is applied"
+        best = self.trial(self.best_candidate_id)
+        chosen = best.selection if best is not None else None
+        if chosen is not None:
+            return (
+                f"in-sample gain {chosen.gain:+.1%} [{chosen.gain_low:+.1%}, {chosen.gain_high:+.1%}] "
+                f"over {chosen.against}: "
+                "selected and measured on the same samples, not confirmed on held-out data (use splits)"
+            )
+        return (
+            f"in-sample: score {self.baseline_score} -> {self.best_score} on the samples it was selected on, "
+            "not confirmed on held-out data (use splits)"
+        )
 
     @property
     def score_improvement(self) -> float:

@@ -171,11 +171,13 @@ def judge(
     cost_type: bool = False,
     best_costs: Costs | None = None,
     costs: Costs | None = None,
+    level: float | None = None,
 ) -> SelectionFigures:
     """One contender against the current best, from the runs so far (see the module docstring).
 
-    ``capped``: still undecided with ``max_runs`` pairs per sample (not crowned)."""
-    level = alpha_at(alpha, comparison)
+    ``capped``: still undecided with ``max_runs`` pairs per sample (not crowned). ``level``
+    replaces the spent ``alpha_k`` (the held-out confirmation, a single test at ``alpha``)."""
+    level = alpha_at(alpha, comparison) if level is None else level
     ids = [s for s in ids if best.answered(s)]
     n = len(ids)
     blocks = pair_blocks(best, contender, ids)
@@ -260,9 +262,13 @@ def judge(
     )
 
 
-def rejudge(figures: SelectionFigures, **settings: float | int | bool) -> SelectionFigures:
-    """The same decision re-made from the recorded outcomes (replay)."""
+def rejudge(
+    figures: SelectionFigures, *, spent: bool = True, **settings: float | int | bool
+) -> SelectionFigures:
+    """The same decision re-made from the recorded outcomes (replay); ``spent`` False: at the
+    recorded level (the held-out confirmation)."""
     return judge(
+        level=None if spent else figures.alpha,
         comparison=figures.comparison,
         against=figures.against,
         best=Outcomes.of(figures.best_outcomes),

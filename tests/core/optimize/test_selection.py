@@ -133,3 +133,51 @@ def test_explicit_none_keeps_todays_rule_without_extra_runs() -> None:
         )
     )
     assert h.acceptance_rule == "none" and all(t.selection is None for t in h.trials)
+
+
+SPLIT = tuple(
+    Sample(id=f"{split}{i}", input={"question": f"q{i}", "company": "A"}, expected="x", split=split)  # type: ignore[arg-type]
+    for split, n in (("train", 10), ("val", 40), ("test", 40))
+    for i in range(n)
+)
+SPLIT_P = {s.id: pass_probability(SMOLLM2_LIKE, 0, s.id) for s in SPLIT}
+
+
+def split_answer(test_gain: float) -> Any:
+    """temperature 0.2 gains 30 points on train/val, ``test_gain`` on test."""
+
+    def answer(bodies: Bodies, params: Params, sid: str, run: int) -> bool:
+        t = float(params.get("temperature", 0.7))  # type: ignore[arg-type]
+        gain = (test_gain if sid.startswith("test") else 0.30) if t == 0.2 else 0.0
+        return passes(min(1.0, SPLIT_P[sid] + gain), 0, f"t={t}", sid, run)
+
+    return answer
+
+
+def test_held_out_confirmation_and_apply() -> None:
+    from optiflow.core import kinds
+
+    s = spec_of(dataset=Dataset(name="split", samples=SPLIT), splits=True)
+    opt = [[cfg(0.2)]]
+    good = report(run_optimize(s, split_answer(0.30), optimizer=ScriptedOptimizer(opt)))
+    assert good.best_candidate_id == "c1" and good.test is not None
+    f = good.test.confirmation
+    assert f is not None and f.gain_low > 0 and good.test.confirmed and good.improved
+    assert good.gain_line().startswith("improved: held-out pass-rate gain")
+    assert not kinds.changes(good).empty
+    doc = history_document(good)
+    assert doc["improved"] is True and doc["test"]["confirmed"] is True  # type: ignore[index]
+    assert replay(doc).ok and any(d.kind == "confirmation" for d in replay(doc).decisions)
+
+    lucky = report(run_optimize(s, split_answer(0.0), optimizer=ScriptedOptimizer(opt)))
+    assert lucky.best_candidate_id == "c1" and lucky.test is not None
+    assert lucky.test.confirmed is False and not lucky.improved
+    assert lucky.gain_line().startswith("not confirmed on held-out data")
+    assert kinds.changes(lucky).empty and not kinds.changes(lucky, force=True).empty
+    assert kinds.unconfirmed(lucky) is not None
+
+
+def test_without_splits_the_gain_is_in_sample() -> None:
+    opt = ScriptedOptimizer([[cfg(0.2)]], stop_after=1)
+    h = report(run_optimize(spec(), noisy({0.2: 0.30}), optimizer=opt))
+    assert h.best_candidate_id == "c1" and h.gain_line().startswith("in-sample gain")
