@@ -51,7 +51,7 @@ class AcceptanceSpec(Frozen):
     margin: StrictFloat = Field(default=0.10, gt=0.0, lt=1.0)
     first_runs: StrictInt = Field(default=2, ge=1, le=50)
     round_runs: StrictInt = Field(default=2, ge=1, le=50)
-    max_runs: StrictInt = Field(default=24, ge=1, le=200)
+    max_runs: StrictInt = Field(default=32, ge=1, le=200)
 
     @model_validator(mode="after")
     def _budget(self) -> AcceptanceSpec:
