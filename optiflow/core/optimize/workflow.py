@@ -96,7 +96,8 @@ class OptimizeWorkflow:
         self.spec = spec
         self.job_id = job_id
         self.clock: Clock = clock or now
-        self.optimizer: Optimizer = optimizer or build_optimizer(spec.optimizer, spec.factor)
+        train = spec.dataset.split("train").samples if spec.splits else ()
+        self.optimizer: Optimizer = optimizer or build_optimizer(spec.optimizer, spec.factor, train)
         self.validator = CandidateValidator(
             spec.prompt, spec.factor, max_section_chars=spec.max_section_chars
         )
