@@ -236,10 +236,53 @@ class OptimizeWorkflow:
                 "config_hash": c.config_hash,
                 "rationale": c.rationale,
                 "configuration": c.configuration,
-                "extra": {**trial.extra, "name": c.candidate_id},
+                "extra": {
+                    **trial.extra,
+                    "name": c.candidate_id,
+                    **self._selection_facts(state, c.candidate_id),
+                },
             }
             out.append(trial.model_copy(update=update))
         return out
+
+    def _selection_facts(self, state: OptimizeState, cid: str) -> dict[str, Any]:
+        """A racing or just-decided contender's paired figures, for its trial record (the page)."""
+        figures: SelectionFigures | None = None
+        round_ = state.race_round
+        if (
+            state.rule == "paired"
+            and state.phase == "trials"
+            and cid in state.pending
+            and cid in state.outcomes
+        ):
+            figures = self._judge(state, cid)
+            round_ = max(1, state.race_round - 1)  # the next round's step is already issued
+        elif (
+            (t := state.trial(cid)) is not None
+            and t.selection is not None
+            and t.iteration == len(state.iterations) - 1
+        ):
+            figures = t.selection
+            round_ = max(
+                1, (figures.pairs - self.spec.acceptance.first_runs) // self.spec.acceptance.round_runs + 1
+            )
+        if figures is None:
+            return {}
+        facts: dict[str, Any] = {
+            "round": round_,
+            "gate": "paired",
+            "gain": figures.gain,
+            "gain_low": figures.gain_low,
+            "gain_high": figures.gain_high,
+            "pairs": figures.pairs,
+            "selection": figures.model_dump(
+                mode="json", exclude={"outcomes", "best_outcomes", "costs", "best_costs"}
+            ),
+        }
+        if figures.verdict in ("accept", "reject", "capped"):
+            facts["verdict"] = "accept" if figures.verdict == "accept" else "reject"
+            facts["reason"] = figures.reason
+        return facts
 
     def _events(self, before: OptimizeState, after: OptimizeState, step_index: int) -> list[Event]:
         """The iterations this step closed (seed 003's progress lines) and a new best."""
