@@ -66,6 +66,9 @@ class OptimizationHistory(Frozen):
     test: TestReport | None = None
     proposal_errors: tuple[str, ...] = ()
     stats: JobStats = Field(default_factory=JobStats)
+    gain_summary: str = ""
+    """:meth:`gain_line` as the job left it (what the page shows): improved, not confirmed on
+    held-out data, or in-sample, with the gain's interval."""
     budget: BudgetReport | None = None
     """The job's hard budget and spend (a job with ``max_cost_usd`` / ``max_tokens``); when it
     ran out the run ended there (``termination_reason`` ``budget_exhausted``, or a cut test step)."""

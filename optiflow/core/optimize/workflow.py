@@ -909,7 +909,7 @@ class OptimizeWorkflow:
             p: body for p, body in config_sections(best.configuration).items() if body != base_sections.get(p)
         }
         assert state.termination is not None
-        return OptimizationHistory(
+        history = OptimizationHistory(
             job_id=self.job_id,
             use_case=spec.name,
             experiment=spec.experiment,
@@ -951,6 +951,7 @@ class OptimizeWorkflow:
             stats=state.stats,
             budget=state.budget,
         )
+        return history.model_copy(update={"gain_summary": history.gain_line()})
 
     def _trial(self, candidate: Candidate, by_exp: Mapping[str, list[EvalResult]]) -> TrialResult:
         spec = self.spec
