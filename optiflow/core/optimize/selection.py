@@ -301,7 +301,9 @@ def next_runs(
         if needs is None:
             continue
         base_t, cand_t = needs
-        plans[cid] = RunPlan(baseline=ranges(best, base_t), candidate=ranges(outcomes, cand_t))
+        plan = RunPlan(baseline=ranges(best, base_t), candidate=ranges(outcomes, cand_t))
+        if plan.calls:
+            plans[cid] = plan
     return tuple(plans.values()), plans
 
 

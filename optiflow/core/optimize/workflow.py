@@ -319,8 +319,8 @@ class OptimizeWorkflow:
                 return self._after_propose(state, results.rewrites, at)
             if state.phase == "trials":
                 return self._after_trials(state, by_exp, at)
-            if state.phase == "test":
-                return self._after_test(state, by_exp, at)
+            if state.phase == "test":  # a test step the budget cut short reports what it got
+                return self._after_test(state, by_exp, at, more=not results.budget_exhausted)
         except _OptimizerFailed as exc:
             return state.model_copy(update={"phase": "done", "ended_at": at}), Fail(error=str(exc))
         return state, Fail(error=f"advance called on a finished job (phase {state.phase})")
@@ -810,7 +810,7 @@ class OptimizeWorkflow:
         )
 
     def _after_test(
-        self, state: OptimizeState, by_exp: Mapping[str, list[EvalResult]], at: datetime
+        self, state: OptimizeState, by_exp: Mapping[str, list[EvalResult]], at: datetime, *, more: bool = True
     ) -> tuple[OptimizeState, Action]:
         best_id = state.best_candidate_id or BASELINE_ID
         base_c = self._test_candidate(state.candidate(BASELINE_ID))
@@ -825,7 +825,7 @@ class OptimizeWorkflow:
         figures: SelectionFigures | None = None
         if state.rule == "paired" and best_id != BASELINE_ID:
             figures = self._confirm(grouped[base_c.experiment_id], grouped[best_c.experiment_id])
-            if figures.verdict == "continue":
+            if figures.verdict == "continue" and more:
                 acc = self.spec.acceptance
                 gate = gate_spec(
                     alpha=acc.alpha,

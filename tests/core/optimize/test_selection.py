@@ -181,3 +181,31 @@ def test_without_splits_the_gain_is_in_sample() -> None:
     opt = ScriptedOptimizer([[cfg(0.2)]], stop_after=1)
     h = report(run_optimize(spec(), noisy({0.2: 0.30}), optimizer=opt))
     assert h.best_candidate_id == "c1" and h.gain_line().startswith("in-sample gain")
+
+
+def test_budget_running_out_mid_race_ends_the_job_with_nothing_crowned_unshown() -> None:
+    from optiflow.core.budget import BudgetReport
+    from optiflow.core.optimize.termination import TerminationCause
+    from optiflow.core.optimize.workflow import OptimizeWorkflow
+    from optiflow.core.step import Step, StepResults
+
+    from .harness import FakeClock, evaluate_target
+
+    s = spec(max_cost_usd=10.0)
+    wf = OptimizeWorkflow(s, "j", clock=FakeClock(), optimizer=ScriptedOptimizer([[cfg(0.0), cfg(0.2)]]))
+    tr = wf.start()
+    state, action = tr.state, tr.action
+    answer = noisy({0.2: 0.05})
+    rounds = 0
+    while isinstance(action, Step):
+        evals = [r for t in action.targets for r in evaluate_target(s.prompt, t, answer)]
+        out = "round-" in action.name and (rounds := rounds + 1) == 2
+        budget = BudgetReport(max_cost_usd=10.0, exhausted=True) if out else None
+        tr = wf.advance(state, StepResults(step=action, evals=tuple(evals), budget=budget))
+        state, action = tr.state, tr.action
+    assert rounds == 2  # the budget ran out in the second racing round
+    h = report(type("R", (), {"action": action})())
+    assert h.termination_reason.cause is TerminationCause.BUDGET_EXHAUSTED
+    racing = [t for t in h.trials if t.candidate_id != "c0"]
+    assert racing and all(t.selection is not None for t in racing)
+    assert h.best_candidate_id == "c0" or next(t for t in racing if t.accepted).selection.accepted  # type: ignore[union-attr]
