@@ -41,8 +41,6 @@ def check_limits(spec: CompressSpec | OptimizeSpec | MeasureSpec, limits: JobLim
         samples, runs, runs_field = len(spec.sample_ids()), spec.runs, "runs"
     elif isinstance(spec, OptimizeSpec):
         samples, runs, runs_field = len(spec.trial_ids()), spec.eval_runs, "eval_runs"
-        if spec.acceptance.sequential and spec.acceptance.max_runs > runs:  # paired racing's cap
-            runs, runs_field = spec.acceptance.max_runs, "acceptance.max_runs"
     else:
         samples, runs, runs_field = len(spec.dataset), spec.eval_runs, "eval_runs"
     cap = limits.max_sample_runs
