@@ -128,7 +128,7 @@ class OptimizationHistory(Frozen):
                 return f"improved: held-out pass-rate gain {interval}"
             return f"not confirmed on held-out data: pass-rate gain {interval}; nothing is applied"
         if t is not None:
-            scores = f"{t.baseline.score} -> {t.best.score} on {len(t.sample_ids)} test samples"
+            scores = f"{_num(t.baseline.score)} -> {_num(t.best.score)} on {len(t.sample_ids)} test samples"
             if t.confirmed:
                 return f"improved: held-out score {scores}"
             return f"not confirmed on held-out data: score {scores}; nothing is applied"
@@ -141,7 +141,8 @@ class OptimizationHistory(Frozen):
                 "selected and measured on the same samples, not confirmed on held-out data (use splits)"
             )
         return (
-            f"in-sample: score {self.baseline_score} -> {self.best_score} on the samples it was selected on, "
+            f"in-sample: score {_num(self.baseline_score)} -> {_num(self.best_score)} on the samples it was "
+            "selected on, "
             "not confirmed on held-out data (use splits)"
         )
 
@@ -162,6 +163,10 @@ class OptimizationHistory(Frozen):
 
     def lineage(self) -> LineageGraph:
         return lineage(self.trials)
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
 
 
 __all__ = ["OptimizationHistory"]

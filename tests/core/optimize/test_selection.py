@@ -209,3 +209,10 @@ def test_budget_running_out_mid_race_ends_the_job_with_nothing_crowned_unshown()
     racing = [t for t in h.trials if t.candidate_id != "c0"]
     assert racing and all(t.selection is not None for t in racing)
     assert h.best_candidate_id == "c0" or next(t for t in racing if t.accepted).selection.accepted  # type: ignore[union-attr]
+
+
+def test_grid_search_composes_with_paired_selection() -> None:
+    # the conftest's grid over temperature [0.0, 0.2, 0.7, 1.0]; 0.2 gains 30 points, 0.7 is the baseline
+    h = report(run_optimize(spec(), noisy({0.2: 0.30})))
+    assert h.acceptance_rule == "paired" and h.best_model_params == {"temperature": 0.2}
+    assert replay(history_document(h)).ok
