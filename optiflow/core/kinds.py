@@ -101,9 +101,17 @@ def closing_line(report: AnyReport | None, name: str) -> str | None:
     return None
 
 
-def changes(report: AnyReport) -> Changes:
-    """What applying the job writes (empty: nothing to apply). JobError for a kind that has
-    nothing to apply at all."""
+def unconfirmed(report: AnyReport | None) -> str | None:
+    """Why an optimize job's best is not applied without ``force``: held-out data did not confirm
+    it (None: nothing stands in the way)."""
+    if isinstance(report, OptimizationHistory) and report.changed and report.confirmed is False:
+        return report.gain_line()
+    return None
+
+
+def changes(report: AnyReport, *, force: bool = False) -> Changes:
+    """What applying the job writes (empty: nothing to apply; an optimize job's best that held-out
+    data did not confirm, unless ``force``). JobError for a kind that has nothing to apply at all."""
     match report:
         case OptimizationReport():
             sections = tuple(
@@ -113,7 +121,7 @@ def changes(report: AnyReport) -> Changes:
             what = f"{len(sections)} modification(s), -{report.total_token_reduction} tokens"
             return Changes(sections=sections, description=what)
         case OptimizationHistory():
-            if report.best_candidate_id == report.baseline_candidate_id:
+            if not report.changed or (not force and report.confirmed is False):
                 return Changes()
             what = (
                 f"best candidate {report.best_candidate_id} of {report.experiment}: "
@@ -211,6 +219,7 @@ __all__ = [
     "history_file",
     "parse_spec",
     "render",
+    "unconfirmed",
     "verdict",
     "workflow_for",
 ]

@@ -95,7 +95,20 @@ def step_trials(step: Step, results: StepResults) -> list[Trial]:
     return trials
 
 
-TRIAL_FACTS = ("round", "evaluated_samples", "samples", "verdict", "reason", "gate", "drop", "drop_high")
+TRIAL_FACTS = (
+    "round",
+    "evaluated_samples",
+    "samples",
+    "verdict",
+    "reason",
+    "gate",
+    "drop",
+    "drop_high",
+    "gain",
+    "gain_low",
+    "gain_high",
+    "pairs",
+)
 """What a trial's ``extra`` may tell a watcher besides its score (a gated set's reading)."""
 
 

@@ -190,14 +190,20 @@ class Client:
 
     # -- applying -----------------------------------------------------------------------------
     def apply(
-        self, result: OptimizeResult | str, *, tag: str = STABLE, description: str | None = None
+        self,
+        result: OptimizeResult | str,
+        *,
+        tag: str = STABLE,
+        description: str | None = None,
+        force: bool = False,
     ) -> Applied | None:
         """Write a finished job's accepted modifications to ``tag`` as a new version.
 
         None when the job accepted nothing. ``Applied.status`` is ``"unchanged"`` (and nothing is
         written) when the tag already holds exactly these changes, e.g. the same job applied
         twice. A tag's first apply also records what it rendered before (``Applied.original``),
-        the version a rollback returns to."""
+        the version a rollback returns to. An optimize job whose best the held-out test split did
+        not confirm applies nothing (None) unless ``force``."""
         if isinstance(result, str):
             job = self.job(result)
             loaded = job.result()
@@ -207,7 +213,7 @@ class Client:
         result.raise_for_error()
         if result.report is None:
             return None
-        changes = kinds.changes(result.report)
+        changes = kinds.changes(result.report, force=force)
         if changes.empty:
             return None
         spec = parse_spec(self.runtime.jobs.get(result.job_id).spec)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from pydantic import Field, StrictFloat
+from pydantic import Field, StrictFloat, StrictInt, model_validator
 
 from optiflow.core.base import Frozen
 from optiflow.core.optimize.scoring import Objective
@@ -25,19 +25,65 @@ from optiflow.core.optimize.trial import SampleMetric
 Alternative = Literal["greater", "less"]
 
 
+Rule = Literal["none", "mann_whitney", "paired"]
+
+
 class AcceptanceSpec(Frozen):
-    test: Literal["none", "mann_whitney"] = "none"
+    """``test``: ``none`` (strictly better score), ``mann_whitney`` (and a U test), ``paired`` (the
+    paired sequential selection of :mod:`optiflow.core.optimize.selection`), or ``auto`` (default):
+    ``none`` when the baseline's own runs (at least 2 per selection sample) show the model
+    deterministic, else ``paired``.
+
+    Paired settings: ``alpha`` is the job-wide chance of ever crowning a candidate that is not
+    better (spent over comparisons); ``min_gain`` the pass-rate gain to show (0..0.2); ``effect``
+    the gain the race is sized to find (a contender shown below ``min_gain + effect`` at ``beta`` is
+    dropped); ``margin`` the pass-rate non-inferiority margin of cost-type objectives;
+    ``first_runs`` / ``round_runs`` / ``max_runs`` the runs per sample of the first round, of each
+    later round, and the cap.
+    """
+
+    test: Literal["auto", "none", "mann_whitney", "paired"] = "auto"
     alpha: StrictFloat = Field(default=0.05, gt=0.0, lt=1.0)
     metric: SampleMetric = "score"
+    beta: StrictFloat = Field(default=0.05, gt=0.0, lt=0.5)
+    min_gain: StrictFloat = Field(default=0.0, ge=0.0, le=0.2)
+    effect: StrictFloat = Field(default=0.10, gt=0.0, lt=1.0)
+    margin: StrictFloat = Field(default=0.10, gt=0.0, lt=1.0)
+    first_runs: StrictInt = Field(default=2, ge=1, le=50)
+    round_runs: StrictInt = Field(default=2, ge=1, le=50)
+    max_runs: StrictInt = Field(default=32, ge=1, le=200)
+
+    @model_validator(mode="after")
+    def _budget(self) -> AcceptanceSpec:
+        if self.max_runs < self.first_runs:
+            raise ValueError(f"max_runs ({self.max_runs}) is below first_runs ({self.first_runs})")
+        if self.test == "auto" and self.first_runs < 2:
+            raise ValueError("test auto needs first_runs >= 2 (two baseline runs show a deterministic model)")
+        return self
+
+    @property
+    def sequential(self) -> bool:
+        """Whether the baseline gets ``first_runs`` runs (auto and paired)."""
+        return self.test in ("auto", "paired")
 
     @property
     def alternative(self) -> Alternative:
         return "greater" if self.metric == "score" else "less"
 
-    def description(self) -> str:
-        if self.test == "none":
+    def description(self, rule: Rule | None = None) -> str:
+        test = rule or self.test
+        if test == "none":
             return "strictly better score"
-        return f"strictly better score and Mann-Whitney U p < {self.alpha:g} on per-sample {self.metric}"
+        if test == "mann_whitney":
+            return f"strictly better score and Mann-Whitney U p < {self.alpha:g} on per-sample {self.metric}"
+        paired = (
+            f"paired sequential selection: gain over the best above {self.min_gain:.0%} shown at job-wide "
+            f"alpha {self.alpha:g} (alpha_k = alpha*6/(pi^2 k^2)), runs {self.first_runs}+{self.round_runs}"
+            f"..{self.max_runs} per sample"
+        )
+        if test == "paired":
+            return paired
+        return f"auto: strictly better score on a deterministic model, else {paired}"
 
 
 class Contender(Frozen):
@@ -87,4 +133,4 @@ def decide(
     return AcceptanceDecision(accepted=None, p_values=p_values)
 
 
-__all__ = ["AcceptanceDecision", "AcceptanceSpec", "Contender", "decide", "mann_whitney_p"]
+__all__ = ["AcceptanceDecision", "AcceptanceSpec", "Contender", "Rule", "decide", "mann_whitney_p"]

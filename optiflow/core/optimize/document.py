@@ -91,6 +91,8 @@ def _candidate(history: OptimizationHistory, t: TrialResult) -> dict[str, JSONVa
     out["sampleScores"] = dict(t.sample_values)
     out["accepted"] = t.accepted
     out["pValue"] = t.p_value
+    if t.selection is not None:
+        out["selection"] = t.selection.model_dump(mode="json")
     return out
 
 
@@ -133,7 +135,9 @@ def history_document(history: OptimizationHistory) -> dict[str, JSONValue]:
         "scorerDescription": h.scorer_description,
         "mutatorDescription": h.optimizer_description,
         "terminationPolicyDescription": h.termination_policy.description(),
-        "acceptanceDescription": h.acceptance.description(),
+        "acceptanceDescription": h.acceptance.description(h.acceptance_rule),
+        "acceptanceRule": h.acceptance_rule,
+        "acceptanceRuleReason": h.acceptance_rule_reason,
         "settings": {
             "scorer": h.scorer.model_dump(mode="json"),
             "objective": h.objective.value,
@@ -193,7 +197,11 @@ def history_document(history: OptimizationHistory) -> dict[str, JSONValue]:
                 "score": h.test.best.score,
                 "statistics": statistics(h.test.best.summary),
             },
+            "confirmed": h.test.confirmed,
+            "confirmation": h.test.confirmation.model_dump(mode="json") if h.test.confirmation else None,
         }
+    doc["improved"] = h.improved
+    doc["gain"] = h.gain_line()
     graph = h.lineage()
     doc["lineage"] = {
         "nodes": [n.model_dump(mode="json") for n in graph.nodes],

@@ -133,6 +133,9 @@ def summary_box(history: OptimizationHistory, verbosity: Verbosity = "summary") 
         if history.test is not None:
             t = history.test
             lines += _field("Test (held out)", f"{fmt_score(t.baseline.score)} → {fmt_score(t.best.score)}")
+        if history.acceptance_rule is not None:
+            lines += _field("Acceptance", f"{history.acceptance_rule}: {history.acceptance_rule_reason}")
+        lines += _field("Gain", history.gain_line())
         lines += _field("Termination", history.termination_reason.message)
         if history.rejections:
             lines += _field("Rejected", _rejections(history))

@@ -19,10 +19,11 @@ from typing import Any, Literal
 from pydantic import Field
 
 from optiflow.core.base import Frozen, JSONValue
-from optiflow.core.optimize.acceptance import AcceptanceSpec, Contender, decide
+from optiflow.core.optimize.acceptance import AcceptanceDecision, AcceptanceSpec, Contender, Rule, decide
 from optiflow.core.optimize.document import summary_of
 from optiflow.core.optimize.history import IterationRecord, IterationStatus, TrialHistory
 from optiflow.core.optimize.scoring import Objective, ScorerSpec, parse_scorer
+from optiflow.core.optimize.selection import COST_SCORERS, SelectionFigures, pick, rejudge
 from optiflow.core.optimize.termination import (
     POLICY_CAUSES,
     CompositePolicy,
@@ -32,7 +33,7 @@ from optiflow.core.optimize.termination import (
 )
 from optiflow.errors import ValidationError
 
-DecisionKind = Literal["score", "new_best", "stop"]
+DecisionKind = Literal["score", "selection", "new_best", "stop", "confirmation"]
 _TOLERANCE = 1e-9
 
 
@@ -117,11 +118,32 @@ def replay(
     policy: CompositePolicy = parse_termination(
         termination if termination is not None else settings["termination"]
     )
-    rule = (
+    acceptance_spec = (
         acceptance
         if isinstance(acceptance, AcceptanceSpec)
         else AcceptanceSpec.model_validate(acceptance if acceptance is not None else settings["acceptance"])
     )
+    rule_used: Rule
+    if acceptance_spec.test != "auto":
+        rule_used = acceptance_spec.test
+    else:  # what auto chose from the baseline's runs (recorded); an older document: today's rule
+        recorded_rule = document.get("acceptanceRule")
+        rule_used = (
+            "paired"
+            if recorded_rule == "paired"
+            else "mann_whitney"
+            if recorded_rule == "mann_whitney"
+            else "none"
+        )
+    settings_paired: dict[str, Any] = {
+        "alpha": acceptance_spec.alpha,
+        "beta": acceptance_spec.beta,
+        "min_gain": acceptance_spec.min_gain,
+        "effect": acceptance_spec.effect,
+        "margin": acceptance_spec.margin,
+        "max_runs": acceptance_spec.max_runs,
+        "cost_type": score_fn.type in COST_SCORERS,
+    }
     recorded_reason = document.get("terminationReason") or {}
     recorded_cause = _cause(recorded_reason.get("cause"))
     decisions: list[ReplayDecision] = []
@@ -134,6 +156,8 @@ def replay(
     for index, it in enumerate(iterations):
         number = int(it["iterationNumber"])
         contenders: list[Contender] = []
+        figures: dict[str, SelectionFigures] = {}
+        order: list[str] = []
         recorded_accepted = None
         for c in it.get("candidates") or []:
             if c.get("accepted"):
@@ -151,6 +175,21 @@ def replay(
                     differs=c.get("score") is None or abs(float(c["score"]) - score) > _TOLERANCE,
                 )
             )
+            if c.get("selection") is not None:
+                recorded = SelectionFigures.model_validate(c["selection"])
+                again = rejudge(recorded, **settings_paired)
+                figures[c["candidateId"]] = again
+                order.append(c["candidateId"])
+                decisions.append(
+                    ReplayDecision(
+                        iteration=number,
+                        kind="selection",
+                        candidate_id=c["candidateId"],
+                        recorded=recorded.verdict,
+                        replayed=again.verdict,
+                        differs=recorded.verdict != again.verdict,
+                    )
+                )
             values = {str(k): float(v) for k, v in (c.get("sampleScores") or {}).items()}
             contenders.append(Contender(candidate_id=c["candidateId"], score=score, values=values))
         if best_id is None:  # the baseline
@@ -160,9 +199,16 @@ def replay(
             best_id, best_score, best_values = base.candidate_id, base.score, base.values
             new_best = True
         else:
-            decision = decide(
-                contenders, best_score=best_score, best_values=best_values, objective=goal, spec=rule
-            )
+            if rule_used == "paired":
+                decision = AcceptanceDecision(accepted=pick(figures, order))
+            else:
+                decision = decide(
+                    contenders,
+                    best_score=best_score,
+                    best_values=best_values,
+                    objective=goal,
+                    spec=acceptance_spec.model_copy(update={"test": rule_used}),
+                )
             decisions.append(
                 ReplayDecision(
                     iteration=number,
@@ -209,6 +255,20 @@ def replay(
                 recorded=recorded_stop or "continue",
                 replayed=replayed_stop or "continue",
                 differs=recorded_stop != replayed_stop,
+            )
+        )
+    confirmation = (document.get("test") or {}).get("confirmation")
+    if confirmation is not None:
+        recorded = SelectionFigures.model_validate(confirmation)
+        again = rejudge(recorded, spent=False, **settings_paired)
+        decisions.append(
+            ReplayDecision(
+                iteration=int(iterations[-1]["iterationNumber"]) if iterations else 0,
+                kind="confirmation",
+                candidate_id=recorded.against,
+                recorded=recorded.verdict,
+                replayed=again.verdict,
+                differs=recorded.verdict != again.verdict,
             )
         )
     return ReplayReport(decisions=tuple(decisions), best_candidate_id=best_id, termination=first_stop)

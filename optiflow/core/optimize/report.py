@@ -17,7 +17,7 @@ from pydantic import Field
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.budget import BudgetReport
 from optiflow.core.evaluation import JobStats
-from optiflow.core.optimize.acceptance import AcceptanceSpec
+from optiflow.core.optimize.acceptance import AcceptanceSpec, Rule
 from optiflow.core.optimize.configuration import Configuration, TreatmentFactor
 from optiflow.core.optimize.history import IterationRecord
 from optiflow.core.optimize.lineage import LineageGraph, lineage
@@ -44,6 +44,9 @@ class OptimizationHistory(Frozen):
     optimizer_description: str
     termination_policy: CompositePolicy
     acceptance: AcceptanceSpec
+    acceptance_rule: Rule | None = None
+    """The rule in force (``auto`` resolved from the baseline's runs); None: the baseline failed."""
+    acceptance_rule_reason: str = ""
     splits: bool = False
     max_candidates_per_step: int
     eval_runs: int
@@ -63,6 +66,9 @@ class OptimizationHistory(Frozen):
     test: TestReport | None = None
     proposal_errors: tuple[str, ...] = ()
     stats: JobStats = Field(default_factory=JobStats)
+    gain_summary: str = ""
+    """:meth:`gain_line` as the job left it (what the page shows): improved, not confirmed on
+    held-out data, or in-sample, with the gain's interval."""
     budget: BudgetReport | None = None
     """The job's hard budget and spend (a job with ``max_cost_usd`` / ``max_tokens``); when it
     ran out the run ended there (``termination_reason`` ``budget_exhausted``, or a cut test step)."""
@@ -91,8 +97,54 @@ class OptimizationHistory(Frozen):
         return self.iterations[-1].best_so_far
 
     @property
-    def improved(self) -> bool:
+    def changed(self) -> bool:
+        """A candidate other than the baseline was selected."""
         return self.best_candidate_id != self.baseline_candidate_id
+
+    @property
+    def confirmed(self) -> bool | None:
+        """Whether the held-out test split confirms the selected best (None: no test split, or
+        the best is the baseline)."""
+        return self.test.confirmed if self.test is not None else None
+
+    @property
+    def improved(self) -> bool:
+        """A best other than the baseline, and not contradicted by held-out data: with a test
+        split only when it confirms it (the paired interval's lower bound above 0)."""
+        return self.changed and self.confirmed is not False
+
+    def gain_line(self) -> str:
+        """What the job can claim about its gain, in one line."""
+        if not self.changed:
+            return "no candidate was shown better than the baseline"
+        t = self.test
+        if t is not None and t.confirmation is not None:
+            f = t.confirmation
+            interval = (
+                f"{f.gain:+.1%} [{f.gain_low:+.1%}, {f.gain_high:+.1%}] "
+                f"({1 - f.alpha:.0%} anytime-valid, {f.pairs} pair(s) per sample on {f.samples} test samples)"
+            )
+            if t.confirmed:
+                return f"improved: held-out pass-rate gain {interval}"
+            return f"not confirmed on held-out data: pass-rate gain {interval}; nothing is applied"
+        if t is not None:
+            scores = f"{_num(t.baseline.score)} -> {_num(t.best.score)} on {len(t.sample_ids)} test samples"
+            if t.confirmed:
+                return f"improved: held-out score {scores}"
+            return f"not confirmed on held-out data: score {scores}; nothing is applied"
+        best = self.trial(self.best_candidate_id)
+        chosen = best.selection if best is not None else None
+        if chosen is not None:
+            return (
+                f"in-sample gain {chosen.gain:+.1%} [{chosen.gain_low:+.1%}, {chosen.gain_high:+.1%}] "
+                f"over {chosen.against}: "
+                "selected and measured on the same samples, not confirmed on held-out data (use splits)"
+            )
+        return (
+            f"in-sample: score {_num(self.baseline_score)} -> {_num(self.best_score)} on the samples it was "
+            "selected on, "
+            "not confirmed on held-out data (use splits)"
+        )
 
     @property
     def score_improvement(self) -> float:
@@ -111,6 +163,10 @@ class OptimizationHistory(Frozen):
 
     def lineage(self) -> LineageGraph:
         return lineage(self.trials)
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
 
 
 __all__ = ["OptimizationHistory"]

@@ -24,6 +24,7 @@ from optiflow.core.dataset import Dataset
 from optiflow.core.model import ModelConfig
 from optiflow.core.optimize.acceptance import AcceptanceSpec
 from optiflow.core.optimize.configuration import Configuration, TreatmentFactor, make_config
+from optiflow.core.optimize.demonstrations import DemonstrationsSpec
 from optiflow.core.optimize.optimizers import OptimizerSpec
 from optiflow.core.optimize.rewrite import RewriteOptimizerSpec
 from optiflow.core.optimize.scoring import Objective, ScorerSpec, SuccessRateScorer, parse_scorer
@@ -113,6 +114,14 @@ class OptimizeSpec(JobBudget):
             if opt.block.section not in treatment.sections:
                 raise ValueError(
                     f"optimizer.block.section: {path_str(opt.block.section)!r} not in the treatment"
+                )
+        elif isinstance(opt, DemonstrationsSpec):
+            if opt.section not in treatment.sections:
+                raise ValueError(f"optimizer.section: {path_str(opt.section)!r} not in the treatment")
+            if not self.splits:
+                raise ValueError(
+                    "optimizer: demonstrations needs splits: true (demonstrations come from the train split "
+                    "only, never from the samples a candidate is selected or confirmed on)"
                 )
         elif isinstance(opt, GridSearchSpec | RandomSearchSpec):
             outside = [name for name in opt.space if name not in treatment.model_params]

@@ -12,9 +12,12 @@ from typing import Literal
 
 from optiflow.core.base import Frozen
 from optiflow.core.checkpoint import JobState
-from optiflow.core.evaluation import TrialSummary
+from optiflow.core.evaluation import EvalResult, TrialSummary
+from optiflow.core.gate.outcomes import Outcomes
+from optiflow.core.optimize.acceptance import Rule
 from optiflow.core.optimize.history import IterationRecord, TrialHistory
 from optiflow.core.optimize.protocol import OptimizerState
+from optiflow.core.optimize.selection import SelectionFigures
 from optiflow.core.optimize.termination import TerminationReason
 from optiflow.core.optimize.trial import Candidate, TrialResult
 from optiflow.core.records import Rejection
@@ -36,6 +39,12 @@ class TestReport(Frozen):
     sample_ids: tuple[str, ...]
     baseline: TestOutcome
     best: TestOutcome
+    confirmation: SelectionFigures | None = None
+    """The paired comparison of the best with the baseline on the test split (paired rule)."""
+    confirmed: bool | None = None
+    """Whether the held-out data confirm the gain: the paired interval's lower bound above 0 (the
+    paired rule), or a strictly better test score (a deterministic model); None: the best is the
+    baseline."""
 
 
 class OptimizeState(JobState):
@@ -55,6 +64,18 @@ class OptimizeState(JobState):
     proposal_errors: tuple[str, ...] = ()
     termination: TerminationReason | None = None
     test: TestReport | None = None
+    rule: Rule | None = None
+    """The acceptance rule in force (``auto`` resolved after the baseline) and why."""
+    rule_reason: str = ""
+    outcomes: dict[str, Outcomes] = {}
+    """Paired rule: per-sample outcomes on the selection samples of the best and of the contenders
+    racing (test phase: of the baseline and the best on the test samples, keyed ``test-<id>``)."""
+    costs: dict[str, dict[str, list[float | None]]] = {}
+    """Paired rule, cost-type objective: the cost metric of each run, per sample, like ``outcomes``."""
+    racing: tuple[EvalResult, ...] = ()
+    """Paired rule: the racing contenders' evaluations so far (outputs dropped), until the
+    iteration closes."""
+    race_round: int = 0
 
     def candidate(self, candidate_id: str) -> Candidate:
         for c in self.candidates:

@@ -23,6 +23,7 @@ from optiflow.core.dataset import Dataset
 from optiflow.core.evaluation import EvalResult, TrialSummary, trial_summary
 from optiflow.core.optimize.configuration import Configuration
 from optiflow.core.optimize.scoring import ScorerSpec
+from optiflow.core.optimize.selection import SelectionFigures
 
 TrialStatus = Literal["completed", "failed", "cancelled", "timeout"]
 SampleMetric = Literal["score", "tokens", "cost", "latency"]
@@ -72,6 +73,8 @@ class TrialResult(Frozen):
     sample_values: dict[str, float] = Field(default_factory=dict)
     accepted: bool = False
     p_value: float | None = None
+    selection: SelectionFigures | None = None
+    """The paired decision's figures (paired rule): verdict, e-values, interval, runs, outcomes."""
     failing: tuple[FailingSample, ...] = ()
 
     @property

@@ -44,13 +44,23 @@ from optiflow.core.actions import Action, Fail, Finish
 from optiflow.core.budget import budget_line
 from optiflow.core.evaluation import EvalResult, trial_summary
 from optiflow.core.experiment import Experiment, temp_tag_prefix
-from optiflow.core.optimize.acceptance import Contender, decide
+from optiflow.core.gate.decision import RunPlan, RunRange
+from optiflow.core.gate.outcomes import Outcomes
+from optiflow.core.optimize.acceptance import AcceptanceDecision, Contender, Rule, decide
 from optiflow.core.optimize.configuration import canonical, config_hash, config_params, config_sections
 from optiflow.core.optimize.history import IterationRecord
 from optiflow.core.optimize.optimizers import build_optimizer
 from optiflow.core.optimize.output import iteration_line, start_line
 from optiflow.core.optimize.protocol import ModelAssistedOptimizer, Optimizer, RunContext
 from optiflow.core.optimize.report import OptimizationHistory
+from optiflow.core.optimize.selection import (
+    COST_SCORERS,
+    SelectionFigures,
+    gate_spec,
+    judge,
+    next_runs,
+    pick,
+)
 from optiflow.core.optimize.spec import OptimizeSpec
 from optiflow.core.optimize.state import OptimizeState, TestOutcome, TestReport
 from optiflow.core.optimize.termination import TerminationCause, TerminationReason
@@ -86,7 +96,8 @@ class OptimizeWorkflow:
         self.spec = spec
         self.job_id = job_id
         self.clock: Clock = clock or now
-        self.optimizer: Optimizer = optimizer or build_optimizer(spec.optimizer, spec.factor)
+        train = spec.dataset.split("train").samples if spec.splits else ()
+        self.optimizer: Optimizer = optimizer or build_optimizer(spec.optimizer, spec.factor, train)
         self.validator = CandidateValidator(
             spec.prompt, spec.factor, max_section_chars=spec.max_section_chars
         )
@@ -114,8 +125,16 @@ class OptimizeWorkflow:
             **kw,
         )
 
-    def target(self, candidate: Candidate, sample_ids: Sequence[str]) -> EvalTarget:
-        """The candidate's evaluation: baseline overrides + its sections, baseline params + its params."""
+    def target(
+        self,
+        candidate: Candidate,
+        sample_ids: Sequence[str],
+        *,
+        runs: int | None = None,
+        first_run: int = 0,
+    ) -> EvalTarget:
+        """The candidate's evaluation: baseline overrides + its sections, baseline params + its params
+        (``runs`` from ``first_run``; default ``eval_runs``)."""
         spec = self.spec
         if candidate.candidate_id == BASELINE_ID:
             overrides: tuple[SectionOverride, ...] = spec.baseline_overrides
@@ -142,8 +161,20 @@ class OptimizeWorkflow:
             overrides=overrides,
             model_params=params,
             sample_ids=tuple(sample_ids),
-            runs=spec.eval_runs,
+            runs=runs or spec.eval_runs,
+            first_run=first_run,
         )
+
+    def selection_ids(self) -> tuple[str, ...]:
+        """The samples acceptance decides on: val with splits, else every trial sample."""
+        return self.spec.validation_ids() or self.spec.trial_ids()
+
+    @property
+    def cost_type(self) -> bool:
+        return self.spec.scorer.type in COST_SCORERS
+
+    def _ranges(self, candidate: Candidate, plan: Sequence[RunRange]) -> list[EvalTarget]:
+        return [self.target(candidate, r.sample_ids, runs=r.stop - r.start, first_run=r.start) for r in plan]
 
     # -- transitions ----------------------------------------------------------------------
     def start(self, count_tokens: TokenCounter | None = None) -> Transition[OptimizeState]:
@@ -159,7 +190,20 @@ class OptimizeWorkflow:
             candidates=(baseline,),
             pending=(BASELINE_ID,),
         )
-        step = Step(index=0, name="baseline", targets=(self.target(baseline, self.spec.trial_ids()),))
+        targets = [self.target(baseline, self.spec.trial_ids())]
+        acc = self.spec.acceptance
+        if acc.sequential and acc.first_runs > self.spec.eval_runs:
+            # auto / paired: the selection samples get first_runs baseline runs (two show a
+            # deterministic model; paired pairs them); the baseline's trial keeps eval_runs runs.
+            targets.append(
+                self.target(
+                    baseline,
+                    self.selection_ids(),
+                    runs=acc.first_runs - self.spec.eval_runs,
+                    first_run=self.spec.eval_runs,
+                )
+            )
+        step = Step(index=0, name="baseline", targets=tuple(targets))
         events = []
         if self.spec.treatment is not None:
             line = start_line(self.spec.name, self.spec.treatment, self.spec.objective)
@@ -201,10 +245,53 @@ class OptimizeWorkflow:
                 "config_hash": c.config_hash,
                 "rationale": c.rationale,
                 "configuration": c.configuration,
-                "extra": {**trial.extra, "name": c.candidate_id},
+                "extra": {
+                    **trial.extra,
+                    "name": c.candidate_id,
+                    **self._selection_facts(state, c.candidate_id),
+                },
             }
             out.append(trial.model_copy(update=update))
         return out
+
+    def _selection_facts(self, state: OptimizeState, cid: str) -> dict[str, Any]:
+        """A racing or just-decided contender's paired figures, for its trial record (the page)."""
+        figures: SelectionFigures | None = None
+        round_ = state.race_round
+        if (
+            state.rule == "paired"
+            and state.phase == "trials"
+            and cid in state.pending
+            and cid in state.outcomes
+        ):
+            figures = self._judge(state, cid)
+            round_ = max(1, state.race_round - 1)  # the next round's step is already issued
+        elif (
+            (t := state.trial(cid)) is not None
+            and t.selection is not None
+            and t.iteration == len(state.iterations) - 1
+        ):
+            figures = t.selection
+            round_ = max(
+                1, (figures.pairs - self.spec.acceptance.first_runs) // self.spec.acceptance.round_runs + 1
+            )
+        if figures is None:
+            return {}
+        facts: dict[str, Any] = {
+            "round": round_,
+            "gate": "paired",
+            "gain": figures.gain,
+            "gain_low": figures.gain_low,
+            "gain_high": figures.gain_high,
+            "pairs": figures.pairs,
+            "selection": figures.model_dump(
+                mode="json", exclude={"outcomes", "best_outcomes", "costs", "best_costs"}
+            ),
+        }
+        if figures.verdict in ("accept", "reject", "capped"):
+            facts["verdict"] = "accept" if figures.verdict == "accept" else "reject"
+            facts["reason"] = figures.reason
+        return facts
 
     def _events(self, before: OptimizeState, after: OptimizeState, step_index: int) -> list[Event]:
         """The iterations this step closed (seed 003's progress lines) and a new best."""
@@ -241,8 +328,8 @@ class OptimizeWorkflow:
                 return self._after_propose(state, results.rewrites, at)
             if state.phase == "trials":
                 return self._after_trials(state, by_exp, at)
-            if state.phase == "test":
-                return self._after_test(state, by_exp, at)
+            if state.phase == "test":  # a test step the budget cut short reports what it got
+                return self._after_test(state, by_exp, at, more=not results.budget_exhausted)
         except _OptimizerFailed as exc:
             return state.model_copy(update={"phase": "done", "ended_at": at}), Fail(error=str(exc))
         return state, Fail(error=f"advance called on a finished job (phase {state.phase})")
@@ -251,11 +338,22 @@ class OptimizeWorkflow:
         self, state: OptimizeState, by_exp: Mapping[str, list[EvalResult]], at: datetime
     ) -> tuple[OptimizeState, Action]:
         baseline = state.candidate(BASELINE_ID)
-        trial = self._trial(baseline, by_exp)
+        every = by_exp.get(baseline.experiment_id, [])
+        first = {baseline.experiment_id: [r for r in every if r.run < self.spec.eval_runs]}
+        trial = self._trial(baseline, first)
         if not trial.completed or trial.acceptance_score is None or trial.objective_score is None:
             failed = state.model_copy(update={"phase": "done", "ended_at": at, "trials": (trial,)})
             return failed, Fail(error=f"baseline evaluation failed: {trial.error}")
         state = self._baseline_recorded(state, trial, at)
+        sel = set(self.selection_ids())
+        outcomes = Outcomes.from_results(r for r in every if r.sample_id in sel)
+        rule, why = self._choose_rule(outcomes)
+        update: dict[str, Any] = {"rule": rule, "rule_reason": why}
+        if rule == "paired":
+            update["outcomes"] = {BASELINE_ID: outcomes}
+            if self.cost_type:
+                update["costs"] = {BASELINE_ID: self._costs({}, [r for r in every if r.sample_id in sel])}
+        state = state.model_copy(update=update)
         spec = self.spec
         context = RunContext(
             optimization_id=self.job_id,
@@ -271,6 +369,53 @@ class OptimizeWorkflow:
         )
         opt_state = self._call("initialize", lambda: self.optimizer.initialize(context))
         return self._after_iteration(state.model_copy(update={"optimizer": opt_state}), at)
+
+    def _choose_rule(self, baseline: Outcomes) -> tuple[Rule, str]:
+        """``auto``: today's rule (strictly better score) when every selection sample's baseline
+        runs agree over at least 2 runs, else ``paired``."""
+        test = self.spec.acceptance.test
+        if test != "auto":
+            return test, f"{test} (set in the job)"
+        ids = self.selection_ids()
+        answered = [baseline.answered(s) for s in ids]
+        fewest = min((len(a) for a in answered), default=0)
+        flaky = sum(1 for a in answered if len(set(a)) > 1)
+        if fewest < 2:
+            return "paired", (
+                f"auto: {fewest} answered baseline run(s) of some sample cannot show the model "
+                "deterministic, so paired selection"
+            )
+        if flaky == 0:
+            return "none", (
+                f"auto: every sample's baseline runs agreed ({fewest}+ runs): a deterministic model, "
+                "so a strictly better score"
+            )
+        return "paired", (
+            f"auto: {flaky} of {len(ids)} samples gave different results across baseline runs: "
+            "a sampled model, so paired selection"
+        )
+
+    def _costs(
+        self, known: Mapping[str, list[float | None]], results: Sequence[EvalResult]
+    ) -> dict[str, list[float | None]]:
+        """Per sample, the cost metric of each run (cost-type objectives), merged into ``known``."""
+        name = self.spec.scorer.type
+        out = {k: list(v) for k, v in known.items()}
+        for r in results:
+            if r.skipped:
+                continue
+            runs = out.setdefault(r.sample_id, [])
+            while len(runs) <= r.run:
+                runs.append(None)
+            if not r.success:
+                runs[r.run] = None
+            elif name == "total_cost":
+                runs[r.run] = r.cost
+            elif name == "avg_latency_ms":
+                runs[r.run] = r.latency_ms
+            else:
+                runs[r.run] = float(r.prompt_tokens + r.completion_tokens)
+        return out
 
     @staticmethod
     def _baseline_recorded(state: OptimizeState, trial: TrialResult, at: datetime) -> OptimizeState:
@@ -391,18 +536,133 @@ class OptimizeWorkflow:
             }
         )
         ids = self.spec.trial_ids()
+        runs = self.spec.eval_runs
+        if state.rule == "paired":
+            runs = max(runs, self.spec.acceptance.first_runs)
+            state = state.model_copy(update={"racing": (), "race_round": 1})
         step = Step(
             index=state.step_index,
             name=f"iteration-{number}",
-            targets=tuple(self.target(c, ids) for c in new),
+            targets=tuple(self.target(c, ids, runs=runs) for c in new),
         )
         return state, step
 
     def _after_trials(
         self, state: OptimizeState, by_exp: Mapping[str, list[EvalResult]], at: datetime
     ) -> tuple[OptimizeState, Action]:
+        if state.rule == "paired":
+            return self._race(state, by_exp, at)
         trials = [self._trial(state.candidate(cid), by_exp) for cid in state.pending]
         return self._record_iteration(state, trials, at, step_index=state.step_index - 1)
+
+    # -- paired selection: racing ---------------------------------------------------------------
+    def _race_update(
+        self, state: OptimizeState, by_exp: Mapping[str, list[EvalResult]]
+    ) -> tuple[OptimizeState, dict[str, SelectionFigures]]:
+        """Merge a round's results in (contenders and the best), and judge every contender."""
+        sel = set(self.selection_ids())
+        best_id = state.best_candidate_id or BASELINE_ID
+        outcomes = dict(state.outcomes)
+        costs = dict(state.costs)
+        racing = list(state.racing)
+        for cid in dict.fromkeys((best_id, *state.pending)):
+            rs = by_exp.get(state.candidate(cid).experiment_id, [])
+            if cid in state.pending:
+                racing.extend(r.compact() for r in rs)
+            picked = [r for r in rs if r.sample_id in sel]
+            outcomes[cid] = outcomes.get(cid, Outcomes()).extend(Outcomes.from_results(picked))
+            if self.cost_type:
+                costs[cid] = self._costs(costs.get(cid, {}), picked)
+        state = state.model_copy(update={"outcomes": outcomes, "costs": costs, "racing": tuple(racing)})
+        return state, {cid: self._judge(state, cid) for cid in state.pending}
+
+    def _judge(self, state: OptimizeState, cid: str) -> SelectionFigures:
+        acc = self.spec.acceptance
+        best_id = state.best_candidate_id or BASELINE_ID
+        return judge(
+            comparison=int(cid[1:]),
+            alpha=acc.alpha,
+            beta=acc.beta,
+            min_gain=acc.min_gain,
+            effect=acc.effect,
+            margin=acc.margin,
+            max_runs=acc.max_runs,
+            against=best_id,
+            best=state.outcomes[best_id],
+            contender=state.outcomes.get(cid, Outcomes()),
+            ids=self.selection_ids(),
+            cost_type=self.cost_type,
+            best_costs=state.costs.get(best_id),
+            costs=state.costs.get(cid),
+        )
+
+    def _race(
+        self, state: OptimizeState, by_exp: Mapping[str, list[EvalResult]], at: datetime
+    ) -> tuple[OptimizeState, Action]:
+        """One round of the race: crown when a contender is shown better, else more runs for the
+        contenders still undecided (and the best, shared), else close the iteration."""
+        state, figures = self._race_update(state, by_exp)
+        open_ = [cid for cid in state.pending if figures[cid].verdict == "continue"]
+        if open_ and not any(f.accepted for f in figures.values()):
+            acc = self.spec.acceptance
+            gate = gate_spec(
+                alpha=acc.alpha,
+                beta=acc.beta,
+                margin=acc.effect,
+                first_runs=acc.first_runs,
+                round_runs=acc.round_runs,
+                max_runs=acc.max_runs,
+            )
+            best_id = state.best_candidate_id or BASELINE_ID
+            plans, by_cid = next_runs(
+                gate,
+                state.outcomes[best_id],
+                {cid: state.outcomes.get(cid, Outcomes()) for cid in open_},
+                self.selection_ids(),
+            )
+            if by_cid:
+                number = len(state.iterations)
+                round_ = state.race_round + 1
+                targets = self._ranges(state.candidate(best_id), RunPlan.merge_baseline(plans))
+                for cid, p in by_cid.items():
+                    targets += self._ranges(state.candidate(cid), p.candidate)
+                step = Step(
+                    index=state.step_index, name=f"iteration-{number}-round-{round_}", targets=tuple(targets)
+                )
+                return state.model_copy(update={"race_round": round_}), step
+        return self._after_iteration(self._race_close(state, figures, at), at)
+
+    def _race_close(
+        self,
+        state: OptimizeState,
+        figures: Mapping[str, SelectionFigures],
+        at: datetime,
+        *,
+        cut: Callable[[TrialResult], TrialResult] | None = None,
+    ) -> OptimizeState:
+        """The iteration's trials (every round's evaluations) with their figures; the contender
+        with the largest estimated gain among those shown better is crowned."""
+        by_exp: dict[str, list[EvalResult]] = defaultdict(list)
+        for r in state.racing:
+            by_exp[r.experiment_id].append(r)
+        trials = []
+        for cid in state.pending:
+            t = self._trial(state.candidate(cid), by_exp)
+            trials.append((cut(t) if cut else t).model_copy(update={"selection": figures.get(cid)}))
+        eligible = {t.candidate_id: figures[t.candidate_id] for t in trials if t.completed}
+        chosen = pick(eligible, list(state.pending))
+        first = state.candidate(state.pending[0]).step_index if state.pending else None
+        state = self._recorded(state, trials, at, step_index=first, chosen=(chosen,))
+        best_id = state.best_candidate_id or BASELINE_ID
+        keep = {best_id}
+        return state.model_copy(
+            update={
+                "outcomes": {k: v for k, v in state.outcomes.items() if k in keep},
+                "costs": {k: v for k, v in state.costs.items() if k in keep},
+                "racing": (),
+                "race_round": 0,
+            }
+        )
 
     def _record_iteration(
         self, state: OptimizeState, trials: list[TrialResult], at: datetime, *, step_index: int | None
@@ -411,9 +671,16 @@ class OptimizeWorkflow:
         return self._after_iteration(self._recorded(state, trials, at, step_index=step_index), at)
 
     def _recorded(
-        self, state: OptimizeState, trials: list[TrialResult], at: datetime, *, step_index: int | None
+        self,
+        state: OptimizeState,
+        trials: list[TrialResult],
+        at: datetime,
+        *,
+        step_index: int | None,
+        chosen: tuple[str | None] | None = None,
     ) -> OptimizeState:
-        """Acceptance, the iteration record and ``observe``: the state after an iteration."""
+        """Acceptance, the iteration record and ``observe``: the state after an iteration
+        (``chosen``: the paired selection's pick, already made)."""
         best = state.best_trial
         assert best is not None and best.acceptance_score is not None and state.optimizer is not None
         completed = [t for t in trials if t.completed and t.acceptance_score is not None]
@@ -421,13 +688,17 @@ class OptimizeWorkflow:
             Contender(candidate_id=t.candidate_id, score=t.acceptance_score or 0.0, values=t.sample_values)
             for t in completed
         ]
-        decision = decide(
-            contenders,
-            best_score=best.acceptance_score,
-            best_values=best.sample_values,
-            objective=self.spec.objective,
-            spec=self.spec.acceptance,
-        )
+        if chosen is not None:
+            decision = AcceptanceDecision(accepted=chosen[0])
+        else:
+            rule = state.rule if state.rule in ("none", "mann_whitney") else "none"
+            decision = decide(
+                contenders,
+                best_score=best.acceptance_score,
+                best_values=best.sample_values,
+                objective=self.spec.objective,
+                spec=self.spec.acceptance.model_copy(update={"test": rule}),
+            )
         trials = [
             t.model_copy(
                 update={
@@ -488,6 +759,16 @@ class OptimizeWorkflow:
         elif state.phase == "propose":  # the rewrites are not evaluated: no iteration
             errors = tuple(f"{r.id}: {r.error}" for r in results.rewrites if r.error is not None)
             state = state.model_copy(update={"proposal_errors": state.proposal_errors + errors})
+        elif state.phase == "trials" and state.rule == "paired":
+            state, figures = self._race_update(state, by_exp)
+            racing: dict[str, list[EvalResult]] = defaultdict(list)
+            for r in state.racing:
+                racing[r.experiment_id].append(r)
+            state = self._race_close(state, figures, at, cut=lambda t: self._cut(t, racing))
+            closed = state.iterations[-1]
+            if not any(t.completed for t in state.trials if t.candidate_id in closed.candidate_ids):
+                last = closed.model_copy(update={"status": "budget_exhausted"})
+                state = state.model_copy(update={"iterations": (*state.iterations[:-1], last)})
         elif state.phase == "trials":
             trials = [self._cut(self._trial(state.candidate(cid), by_exp), by_exp) for cid in state.pending]
             state = self._recorded(state, trials, at, step_index=state.step_index - 1)
@@ -520,10 +801,16 @@ class OptimizeWorkflow:
         ids = [BASELINE_ID]
         if state.best_candidate_id and state.best_candidate_id != BASELINE_ID:
             ids.append(state.best_candidate_id)
-        targets = tuple(self.target(self._test_candidate(state.candidate(cid)), test_ids) for cid in ids)
-        return state.model_copy(update={"phase": "test"}), Step(
-            index=state.step_index, name="test", targets=targets
+        runs = self.spec.eval_runs
+        if state.rule == "paired" and len(ids) == 2:  # confirmed by the same paired test
+            runs = max(runs, self.spec.acceptance.first_runs)
+        targets = tuple(
+            self.target(self._test_candidate(state.candidate(cid)), test_ids, runs=runs) for cid in ids
         )
+        state = state.model_copy(
+            update={"phase": "test", "racing": (), "outcomes": {}, "costs": {}, "race_round": 1}
+        )
+        return state, Step(index=state.step_index, name="test", targets=targets)
 
     def _test_candidate(self, candidate: Candidate) -> Candidate:
         suffix = f"test-{candidate.candidate_id}"
@@ -532,23 +819,88 @@ class OptimizeWorkflow:
         )
 
     def _after_test(
-        self, state: OptimizeState, by_exp: Mapping[str, list[EvalResult]], at: datetime
+        self, state: OptimizeState, by_exp: Mapping[str, list[EvalResult]], at: datetime, *, more: bool = True
     ) -> tuple[OptimizeState, Action]:
-        def outcome(cid: str) -> TestOutcome:
-            rs = by_exp.get(self._test_candidate(state.candidate(cid)).experiment_id, [])
+        best_id = state.best_candidate_id or BASELINE_ID
+        base_c = self._test_candidate(state.candidate(BASELINE_ID))
+        best_c = self._test_candidate(state.candidate(best_id))
+        racing = state.racing + tuple(
+            r.compact() for c in {base_c.experiment_id, best_c.experiment_id} for r in by_exp.get(c, [])
+        )
+        state = state.model_copy(update={"racing": racing})
+        grouped: dict[str, list[EvalResult]] = defaultdict(list)
+        for r in racing:
+            grouped[r.experiment_id].append(r)
+        figures: SelectionFigures | None = None
+        if state.rule == "paired" and best_id != BASELINE_ID:
+            figures = self._confirm(grouped[base_c.experiment_id], grouped[best_c.experiment_id])
+            if figures.verdict == "continue" and more:
+                acc = self.spec.acceptance
+                gate = gate_spec(
+                    alpha=acc.alpha,
+                    beta=acc.beta,
+                    margin=acc.effect,
+                    first_runs=acc.first_runs,
+                    round_runs=acc.round_runs,
+                    max_runs=acc.max_runs,
+                )
+                base_o = Outcomes.of(figures.best_outcomes)
+                plans, by_cid = next_runs(
+                    gate, base_o, {best_id: Outcomes.of(figures.outcomes)}, list(figures.outcomes)
+                )
+                if by_cid:
+                    round_ = state.race_round + 1
+                    targets = self._ranges(base_c, RunPlan.merge_baseline(plans))
+                    targets += self._ranges(best_c, by_cid[best_id].candidate)
+                    step = Step(index=state.step_index, name=f"test-round-{round_}", targets=tuple(targets))
+                    return state.model_copy(update={"race_round": round_}), step
+
+        def outcome(cid: str, experiment_id: str) -> TestOutcome:
+            rs = grouped.get(experiment_id, [])
             summary = trial_summary(rs)
             ok = [r for r in rs if not r.skipped]
             score = None if not ok or all(r.error for r in ok) else self.spec.scorer.score(summary)
             return TestOutcome(candidate_id=cid, score=score, summary=summary)
 
-        base = outcome(BASELINE_ID)
-        best_id = state.best_candidate_id or BASELINE_ID
+        base = outcome(BASELINE_ID, base_c.experiment_id)
+        best = base if best_id == BASELINE_ID else outcome(best_id, best_c.experiment_id)
+        confirmed: bool | None = None
+        if best_id != BASELINE_ID:
+            if figures is not None:
+                confirmed = figures.accepted and (self.cost_type or figures.gain_low > 0)
+            else:
+                confirmed = best.score is not None and self.spec.objective.better(best.score, base.score)
         report = TestReport(
             sample_ids=self.spec.test_ids(),
             baseline=base,
-            best=base if best_id == BASELINE_ID else outcome(best_id),
+            best=best,
+            confirmation=figures,
+            confirmed=confirmed,
         )
-        return self._finish(state.model_copy(update={"test": report}), at)
+        state = state.model_copy(update={"test": report, "racing": (), "race_round": 0})
+        return self._finish(state, at)
+
+    def _confirm(self, base: Sequence[EvalResult], best: Sequence[EvalResult]) -> SelectionFigures:
+        """The best against the baseline on the test split: the selection's paired test, at the
+        job's ``alpha`` (one claim, not one of many comparisons)."""
+        acc = self.spec.acceptance
+        return judge(
+            comparison=1,
+            level=acc.alpha,
+            alpha=acc.alpha,
+            beta=acc.beta,
+            min_gain=acc.min_gain,
+            effect=acc.effect,
+            margin=acc.margin,
+            max_runs=acc.max_runs,
+            against=BASELINE_ID,
+            best=Outcomes.from_results(base),
+            contender=Outcomes.from_results(best),
+            ids=self.spec.test_ids(),
+            cost_type=self.cost_type,
+            best_costs=self._costs({}, base) if self.cost_type else None,
+            costs=self._costs({}, best) if self.cost_type else None,
+        )
 
     def _finish(self, state: OptimizeState, at: datetime) -> tuple[OptimizeState, Action]:
         state = state.model_copy(update={"phase": "done", "ended_at": at})
@@ -566,7 +918,7 @@ class OptimizeWorkflow:
             p: body for p, body in config_sections(best.configuration).items() if body != base_sections.get(p)
         }
         assert state.termination is not None
-        return OptimizationHistory(
+        history = OptimizationHistory(
             job_id=self.job_id,
             use_case=spec.name,
             experiment=spec.experiment,
@@ -580,6 +932,8 @@ class OptimizeWorkflow:
             optimizer_description=self.optimizer.description(),
             termination_policy=spec.termination,
             acceptance=spec.acceptance,
+            acceptance_rule=state.rule,
+            acceptance_rule_reason=state.rule_reason,
             splits=spec.splits,
             max_candidates_per_step=spec.max_candidates_per_step,
             eval_runs=spec.eval_runs,
@@ -606,6 +960,7 @@ class OptimizeWorkflow:
             stats=state.stats,
             budget=state.budget,
         )
+        return history.model_copy(update={"gain_summary": history.gain_line()})
 
     def _trial(self, candidate: Candidate, by_exp: Mapping[str, list[EvalResult]]) -> TrialResult:
         spec = self.spec

@@ -77,7 +77,7 @@ def _finish(
         if written is not None:
             click.echo(f"history: {written}", err=True)
     if apply and result.ok:
-        echo(applied_line(client.apply(result)))
+        echo(applied_line(client.apply(result), kinds.unconfirmed(report)))
     if not result.ok:
         sys.exit(1)
     verdict = kinds.verdict(report)
@@ -87,8 +87,10 @@ def _finish(
         sys.exit(code)
 
 
-def applied_line(applied: Applied | None) -> str:
+def applied_line(applied: Applied | None, unconfirmed: str | None = None) -> str:
     """What an apply did, in one line (and how to undo a tag's first apply)."""
+    if applied is None and unconfirmed is not None:
+        return f"nothing applied: {unconfirmed} (`optiflow apply --force` writes it anyway)"
     if applied is None:
         return "nothing to apply: the job accepted no change"
     v = applied.version
@@ -315,10 +317,17 @@ def report(job_id: str, as_json: bool, history_dir: Path | None) -> None:
 @click.command()
 @click.argument("job_id")
 @click.option("--tag", default="stable", show_default=True)
-def apply(job_id: str, tag: str) -> None:
+@click.option(
+    "--force", is_flag=True, help="apply an optimize job's best even if held-out data did not confirm it"
+)
+def apply(job_id: str, tag: str, force: bool) -> None:
     """Write a finished job's accepted modifications to TAG as a new version."""
+    from optiflow.core import kinds
+
     with _job_client(job_id) as client:
-        echo(applied_line(client.apply(job_id, tag=tag)))
+        applied = client.apply(job_id, tag=tag, force=force)
+        report = None if applied is not None else client.job(job_id).result()
+        echo(applied_line(applied, kinds.unconfirmed(report.report if report else None)))
 
 
 @click.command()

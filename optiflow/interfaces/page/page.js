@@ -983,7 +983,8 @@ function renderLineage() {
   const reason = r ? r.termination_reason : null;
   $("termination").replaceChildren(...(reason ? [h("b", { text: "stopped: " }),
     `${reason.cause}${reason.optimizer_reason ? ` (${reason.optimizer_reason})` : ""} — ${reason.message}`,
-    r.test ? ` · test split: baseline ${score(r.test.baseline.score)}, best ${score(r.test.best.score)}` : ""]
+    r.test ? ` · test split: baseline ${score(r.test.baseline.score)}, best ${score(r.test.best.score)}` : "",
+    r.gain_summary ? ` · ${r.gain_summary}` : ""]
     : S.status && !FINISHED.includes(S.status) ? [h("span", { class: "mute", text: "running: no termination yet" })] : []));
 }
 

@@ -47,7 +47,7 @@ def sim_evaluator(spec: OptimizeSpec) -> Callable[[Step], list[EvalResult]]:
                 model_params=target.model_params,
             )
             model = spec.model.with_params(target.model_params)
-            for run in range(target.runs):
+            for run in target.run_indices:
                 for sid in target.sample_ids:
                     sample = spec.dataset.by_id(sid)
                     rendered = spec.prompt.render(sample.input, overrides=overrides)

@@ -96,5 +96,5 @@ def test_minimize_with_cost_metric() -> None:
 
 
 def test_description() -> None:
-    assert AcceptanceSpec().description() == "strictly better score"
+    assert AcceptanceSpec(test="none").description() == "strictly better score"
     assert "Mann-Whitney U p < 0.05" in MW.description()

@@ -66,7 +66,9 @@ def test_grid_search_walk(spec: OptimizeSpec) -> None:
     assert h.termination_reason.cause is TerminationCause.EXHAUSTED  # 0.7 is the baseline: never re-run
     assert h.score_improvement == pytest.approx(0.4) and h.score_improvement_percent == pytest.approx(80.0)
     assert [(e.source, e.target) for e in h.lineage().edges] == [("c0", "c1"), ("c0", "c2"), ("c0", "c3")]
-    assert h.stats.evaluations == 40 and h.stats.steps == 3
+    # 40 as before, + the baseline's second run (acceptance auto: two runs show the model deterministic)
+    assert h.stats.evaluations == 50 and h.stats.steps == 3
+    assert h.acceptance_rule == "none" and "deterministic" in h.acceptance_rule_reason
     assert h.fixed_factors["model"] == "optiflow/sim"
     assert h.fixed_factors["sections"] == {"intro": "frozen " + PROMPT.section(("intro",)).hash[:12], "style": PROMPT.section(("style",)).hash[:12]}  # fmt: skip
 
@@ -106,7 +108,7 @@ def test_duplicate_proposal_is_rejected_and_never_evaluated(spec: OptimizeSpec) 
     opt = ScriptedOptimizer([[better, better, base], [better]])
     run = run_optimize(spec, by_rules, optimizer=opt)
     h = report_of(run)
-    evaluated = [t for s in run.steps for t in s.targets]
+    evaluated = [t for s in run.steps for t in s.targets if t.first_run == 0]  # auto: + c0's 2nd run
     assert [t.experiment.id for t in evaluated] == ["job1-c0", "job1-c1"]  # once each
     assert [(r.iteration, r.proposed_index, r.reason_code, r.duplicate_of) for r in h.rejections] == [
         (1, 1, "duplicate", "proposal 0 of this step"),
@@ -246,7 +248,9 @@ def test_splits_optimize_on_train_accept_on_validation_report_on_test() -> None:
     opt = ScriptedOptimizer([[overfit, general]])
     run = run_optimize(spec, by_rules_split, optimizer=opt)
     ids = tuple(f"train{i}" for i in range(4)) + tuple(f"val{i}" for i in range(4))
-    assert all(t.sample_ids == ids for s in run.steps[:-1] for t in s.targets)
+    assert all(t.sample_ids == ids for s in run.steps[:-1] for t in s.targets if t.first_run == 0)
+    # acceptance auto: the baseline's second run, on the validation samples it decides on
+    assert [(t.first_run, t.sample_ids) for t in run.steps[0].targets[1:]] == [(1, ids[4:])]
     test = run.steps[-1]
     assert test.name == "test"
     assert [t.experiment.id for t in test.targets] == ["job1-test-c0", "job1-test-c2"]
