@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from optiflow.core.base import Verbosity
+from optiflow.core.compress.ablation import UNCHECKED, summary
 from optiflow.core.compress.report import OptimizationReport
 from optiflow.core.gate.decision import GateStats
 from optiflow.core.sections import path_str
@@ -37,6 +38,9 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
         power = f"; detects drops of {a.detectable_drop:.0%} or more" if a.detectable_drop is not None else ""
         lines.append(f"gate {a.gate} ({a.reason}){power}")
         lines.append(f"baseline: {a.runs} evaluations, {a.errors} error(s) ({a.error_rate:.1%}){flaky}")
+    if report.ablation is not None:
+        lines.append(summary(report.ablation))
+    note = f"  ({UNCHECKED})" if report.sensitivity_unchecked else ""
     if report.modifications:
         saved = report.total_token_reduction
         lines.append(f"accepted ({len(report.modifications)}), -{saved} tokens in total:")
@@ -44,7 +48,7 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
             why = statistic(m.gate)
             lines.append(
                 f"  + {path_str(m.section_path):<28} -{m.token_reduction:>5} tokens  "
-                f"pass rate {m.candidate_pass_rate:.1%}" + (f"  [{why}]" if why else "")
+                f"pass rate {m.candidate_pass_rate:.1%}" + (f"  [{why}]" if why else "") + note
             )
     else:
         lines.append("accepted: none")
@@ -53,11 +57,11 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
         what = r.reason or f"{bound}{r.regression_count} regression(s)"
         head = f"  - {path_str(r.section_path):<28} -{r.token_reduction:>5} tokens"
         if r.reason.startswith("undecided") and report.budget is not None and report.budget.exhausted:
-            lines.append(f"{head}  not accepted at {r.stage}: undecided, the budget ran out")
+            lines.append(f"{head}  not accepted at {r.stage}: undecided, the budget ran out{note}")
             continue
-        lines.append(f"{head}  rejected at {r.stage}: {what}")
+        lines.append(f"{head}  rejected at {r.stage}: {what}{note}")
     if report.combined is not None:
-        lines.append(f"combined: {statistic(report.combined)}")
+        lines.append(f"combined: {statistic(report.combined)}{note}")
     for e in report.proposal_errors:
         lines.append(f"  ! {path_str(e.path):<28} proposal failed: {e.error}")
     if stats:

@@ -8,6 +8,7 @@ from pydantic import Field, computed_field, model_validator
 
 from optiflow.core.base import Frozen
 from optiflow.core.budget import BudgetReport
+from optiflow.core.compress.ablation import Ablation
 from optiflow.core.evaluation import JobStats
 from optiflow.core.gate.decision import GateStats
 from optiflow.core.gate.evidence import Assessment
@@ -67,6 +68,12 @@ class OptimizationReport(Frozen):
     """The job's hard budget and spend (a job with a budget). When it ran out the job ended with
     what it had decided; the edits left undecided are in :attr:`rejected`, ``reason``
     ``undecided: ...``."""
+    ablation: Ablation | None = None
+    """The ablation (every mutable section emptied, judged against the baseline): its drop and
+    interval; a job whose report has it passed it (the dataset noticed)."""
+    sensitivity_unchecked: bool = False
+    """``require_sensitivity: false``: no ablation ran, so no decision is known to be protected by
+    a dataset that notices the sections."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -41,6 +41,7 @@ from optiflow.core.actions import Action, Fail, Finish
 from optiflow.core.base import Frozen
 from optiflow.core.budget import budget_line
 from optiflow.core.checkpoint import JobState
+from optiflow.core.compress.ablation import ABLATION, Ablation, failure_line, mutable_sections
 from optiflow.core.compress.report import Modification, OptimizationReport, RejectedModification
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.evaluation import EvalResult
@@ -64,7 +65,7 @@ def path_hash(path: SectionPath) -> str:
     return hashlib.sha256(path_str(path).encode()).hexdigest()[:8]
 
 
-Phase = Literal["baseline", "candidates", "combined", "greedy", "done"]
+Phase = Literal["baseline", "ablation", "candidates", "combined", "greedy", "done"]
 
 
 class GatedSet(Frozen):
@@ -107,6 +108,7 @@ class CompressState(JobState):
     greedy_queue: tuple[Modification, ...] = ()
     known_sets: dict[str, SetDecision] = Field(default_factory=dict)
     combined: GateStats | None = None
+    ablation: Ablation | None = None
 
 
 class CompressWorkflow:
@@ -200,6 +202,14 @@ class CompressWorkflow:
 
     def start(self, count_tokens: TokenCounter) -> Transition[CompressState]:
         state = CompressState(job_id=self.job_id)
+        if self.spec.require_sensitivity:
+            sections = mutable_sections(
+                [(s.path, s.frozen) for s in self.spec.prompt.sections], self.spec.effective_body
+            )
+            tokens = sum(count_tokens(self.spec.effective_body(p)) for p in sections)
+            state = state.model_copy(
+                update={"ablation": Ablation(sections=sections, tokens=tokens, noticed=False, reason="pending")}
+            )
         step = Step(
             index=0,
             name=BASELINE,
@@ -244,7 +254,7 @@ class CompressWorkflow:
             return self._out_of_budget(state, results)
         if state.phase == "baseline":
             return self._after_baseline(state, results, by_exp.get(self._experiment_id(BASELINE), []))
-        if state.phase in ("candidates", "combined", "greedy"):
+        if state.phase in ("ablation", "candidates", "combined", "greedy"):
             return self._round(state)
         return state, Fail(error=f"advance called on a finished job (phase {state.phase})")
 
@@ -278,6 +288,13 @@ class CompressWorkflow:
         )
         if not edits:
             return self._finish(state, ())
+        if state.ablation is not None:
+            return self._evaluate_sets(state.model_copy(update={"phase": ABLATION}), [self._ablation_set(state)])
+        return self._candidates(state)
+
+    def _candidates(self, state: CompressState) -> tuple[CompressState, Action]:
+        """Every edit under its own tag, first round."""
+        edits = state.edits
         pending = tuple(
             GatedSet(suffix=path_hash(e.path), name=f"candidate-{e.path[-1]}", mods=(self._modification(e),))
             for e in edits
@@ -289,8 +306,38 @@ class CompressWorkflow:
             self._target(s.suffix, s.name, s.mods, self.ids, runs=self.spec.eval_runs, guard=guard)
             for s in pending
         ]
-        state = state.model_copy(update={"pending": pending})
+        state = state.model_copy(update={"phase": "candidates", "pending": pending})
         return state, Step(index=state.step_index, name="candidates", targets=tuple(targets))
+
+    def _ablation_set(self, state: CompressState) -> GatedSet:
+        assert state.ablation is not None
+        mods = tuple(
+            Modification(
+                section_path=p,
+                original_hash=self.spec.prompt.section(p).hash,
+                proposed_body="",
+                token_reduction=0,
+                baseline_pass_rate=0.0,
+                candidate_pass_rate=0.0,
+            )
+            for p in state.ablation.sections
+        )
+        return GatedSet(suffix=ABLATION, name=ABLATION, mods=mods)
+
+    def _after_ablation(
+        self, state: CompressState, decisions: Mapping[str, GateDecision]
+    ) -> tuple[CompressState, Action]:
+        """The dataset notices the mutable sections (the gate rejected them emptied): candidates;
+        otherwise the job fails with one line."""
+        assert state.ablation is not None
+        (s,) = state.pending
+        d = decisions[s.suffix]
+        ablation = state.ablation.model_copy(update={"noticed": not d.accepted, "reason": d.reason, "stats": d.stats})
+        known = {**state.known_sets, _set_key(s.mods): self._remember(state, s, d)}
+        state = state.model_copy(update={"pending": (), "ablation": ablation, "known_sets": known})
+        if not ablation.noticed:
+            return state, Fail(error=failure_line(ablation))
+        return self._candidates(state)
 
     # -- rounds -------------------------------------------------------------------------------
     def _round(self, state: CompressState) -> tuple[CompressState, Action]:
@@ -329,6 +376,8 @@ class CompressWorkflow:
         self, state: CompressState, decisions: Mapping[str, GateDecision]
     ) -> tuple[CompressState, Action]:
         """Every pending set decided: record them and move to the next phase."""
+        if state.phase == ABLATION:
+            return self._after_ablation(state, decisions)
         if state.phase == "candidates":
             state = self._record(state, state.pending, decisions)
             state = state.model_copy(update={"pending": ()})
@@ -467,6 +516,12 @@ class CompressWorkflow:
                 }
             )
             return self._finish(state, ())
+        if state.phase == ABLATION:  # never got to the candidates: every edit is undecided
+            undecided = tuple(
+                _rejection(self._modification(e), SetDecision(accepted=False, reason=reason), "candidate")
+                for e in state.edits
+            )
+            return self._finish(state.model_copy(update={"pending": (), "rejected": undecided}), ())
         assert state.assessment is not None
         decisions = {
             s.suffix: decide(self.gate, state.assessment, state.baseline, s.outcomes) for s in state.pending
@@ -592,6 +647,8 @@ class CompressWorkflow:
             assessment=state.assessment,
             combined=state.combined,
             budget=state.budget,
+            ablation=state.ablation,
+            sensitivity_unchecked=not self.spec.require_sensitivity,
         )
         return state.model_copy(update={"phase": "done"}), Finish(report=report)
 
