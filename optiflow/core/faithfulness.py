@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.relevance import sample_text
@@ -52,19 +52,28 @@ _STOP = frozenset(
     is are was were be been am do does did have has had that this these those it i me we you he she
     they them us can could would should will not no if so as but how what why when where who which
     there here than then just also very each every one all only into out up down over same other
-    such more most less own both either neither nor too s t don't i'm it's you're let's""".split()
+    such more most less own both either neither nor too s t don't i'm it's you're let's""".split()  # noqa: SIM905
 )
 
 CHAT: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(p, re.IGNORECASE))
     for name, p in (
-        ("an offer of help", r"\b(?:I(?:'m| am)|I(?:'ll| will)) (?:be )?(?:ready|happy|glad|here|delighted) to\b"),
+        (
+            "an offer of help",
+            r"\b(?:I(?:'m| am)|I(?:'ll| will)) (?:be )?(?:ready|happy|glad|here|delighted) to\b",
+        ),
         ("an offer of help", r"\bhow (?:can|may) I (?:help|assist)\b"),
-        ("a question to the user", r"\bwhat(?:'s| is) (?:your|the) (?:next )?(?:question|task|request|review)\b"),
+        (
+            "a question to the user",
+            r"\bwhat(?:'s| is) (?:your|the) (?:next )?(?:question|task|request|review)\b",
+        ),
         ("a question to the user", r"\b(?:do you|would you like|can you|could you) [^.?!]*\?"),
         ("a greeting", r"^\W*(?:hello|hi|hey|greetings|good (?:morning|afternoon|evening))\b"),
         ("a chat preamble", r"^\W*(?:sure|certainly|of course|absolutely|okay|ok|great)\b[,!.]"),
-        ("a chat preamble", r"\bhere(?:'s| is) (?:the|a|your) (?:shortened|compressed|rewritten|revised|new|shorter)\b"),
+        (
+            "a chat preamble",
+            r"\bhere(?:'s| is) (?:the|a|your) (?:shortened|compressed|rewritten|revised|new|shorter)\b",
+        ),
         ("a chat preamble", r"\b(?:let me know|feel free to|I hope this helps)\b"),
         ("a question to the user", r"\?\s*$"),
     )
@@ -94,12 +103,15 @@ class Faithfulness(Frozen):
 
     def line(self) -> str:
         verdict = "faithful" if self.faithful else f"refused: {self.reason}"
-        return f"{verdict} (support {self.support:.0%} >= {self.threshold:.0%}?, coverage {self.coverage:.0%})"
+        return (
+            f"{verdict} (support {self.support:.0%}, threshold {self.threshold:.0%}, "
+            f"coverage {self.coverage:.0%})"
+        )
 
 
 def stem(word: str) -> str:
     """A light stem: plural and a few common suffixes off, so "decides" meets "decide"."""
-    w = word.lower().replace("’", "'")
+    w = word.lower().replace("\u2019", "'")
     for suffix, repl in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("ly", ""), ("s", "")):
         if w.endswith(suffix) and len(w) - len(suffix) >= 4 and not w.endswith("ss"):
             return w[: len(w) - len(suffix)] + repl
@@ -107,7 +119,9 @@ def stem(word: str) -> str:
 
 
 def content_words(text: str) -> list[str]:
-    return [stem(w) for w in _WORD.findall(text.replace("’", "'")) if w.lower() not in _STOP and len(w) > 1]
+    return [
+        stem(w) for w in _WORD.findall(text.replace("\u2019", "'")) if w.lower() not in _STOP and len(w) > 1
+    ]
 
 
 def labels_of(expected: Iterable[JSONValue]) -> tuple[str, ...]:
@@ -121,7 +135,9 @@ def labels_of(expected: Iterable[JSONValue]) -> tuple[str, ...]:
     return tuple(sorted(found)) if 2 <= len(found) <= MAX_LABELS else ()
 
 
-def context_for(documents: Sequence[str], inputs: Iterable[JSONValue], expected: Iterable[JSONValue]) -> FaithfulnessContext:
+def context_for(
+    documents: Sequence[str], inputs: Iterable[JSONValue], expected: Iterable[JSONValue]
+) -> FaithfulnessContext:
     """The context of a job: ``documents`` are the prompt's section bodies."""
     docs = [set(content_words(d)) for d in (*documents, *(sample_text(i) for i in inputs))]
     n = len(docs)
@@ -141,7 +157,9 @@ def _weights(words: Iterable[str], ctx: FaithfulnessContext) -> dict[str, float]
 
 
 def _has(vocabulary: set[str], word: str) -> bool:
-    return word in vocabulary or (len(word) >= 6 and any(v[:6] == word[:6] for v in vocabulary if len(v) >= 6))
+    return word in vocabulary or (
+        len(word) >= 6 and any(v[:6] == word[:6] for v in vocabulary if len(v) >= 6)
+    )
 
 
 def measure(original: str, proposal: str, ctx: FaithfulnessContext) -> tuple[float, float, list[str]]:
@@ -163,7 +181,11 @@ def check(
 
     def verdict(reason: str = "") -> Faithfulness:
         return Faithfulness(
-            faithful=not reason, support=round(support, 4), coverage=round(coverage, 4), threshold=threshold, reason=reason
+            faithful=not reason,
+            support=round(support, 4),
+            coverage=round(coverage, 4),
+            threshold=threshold,
+            reason=reason,
         )
 
     if not proposal.strip():
@@ -176,13 +198,18 @@ def check(
     novel = [lab for lab in stated if lab not in said]
     if novel:
         return verdict(f"states the answer {novel[0]!r}, which the original did not state")
-    others = [w for w in content_words(proposal) if w not in {stem(x) for x in content_words(stated[0])}] if stated else []
+    label_words = set(content_words(stated[0])) if stated else set()
+    others = [w for w in content_words(proposal) if w not in label_words]
     if len(said) >= 2 and len(stated) == 1 and len(others) <= ANSWER_WORDS:
         listed = ", ".join(repr(s) for s in said)
-        return verdict(f"states the answer {stated[0]!r} where the original listed {len(said)} labels ({listed})")
+        return verdict(
+            f"states the answer {stated[0]!r} where the original listed {len(said)} labels ({listed})"
+        )
     if support < threshold:
         words = ", ".join(new[:5])
-        return verdict(f"says something the original does not: {support:.0%} of its content is in it (new: {words})")
+        return verdict(
+            f"says something the original does not: {support:.0%} of its content is in it (new: {words})"
+        )
     return verdict()
 
 

@@ -74,4 +74,6 @@ def test_without_require_sensitivity_every_decision_says_unchecked() -> None:
     assert "ablation" not in [s.name for s in steps]
     assert report.ablation is None and report.sensitivity_unchecked
     decisions = [line for line in render(report).splitlines() if line.strip().startswith(("+", "-"))]
-    assert decisions and all("sensitivity unchecked (require_sensitivity: false)" in line for line in decisions)
+    assert decisions and all(
+        "sensitivity unchecked (require_sensitivity: false)" in line for line in decisions
+    )

@@ -57,7 +57,9 @@ def test_accuracy_on_the_labelled_suite_is_at_least_90_percent() -> None:
 
 
 def test_no_unfaithful_pair_of_the_observed_kinds_passes() -> None:
-    passing = [p.proposal for p in PAIRS if p.kind in OBSERVED_KINDS and not p.faithful and verdict(p).faithful]
+    passing = [
+        p.proposal for p in PAIRS if p.kind in OBSERVED_KINDS and not p.faithful and verdict(p).faithful
+    ]
     assert passing == []
     assert all(verdict(p).reason for p in PAIRS if p.kind == "observed")
 
@@ -78,7 +80,9 @@ def test_the_reasons_name_what_was_wrong() -> None:
     spec, ctx = job("review-sentiment")
     output = spec.prompt.section(("output",)).body
     r = F.check(output, "The sentiment of this review is positive.", ctx)
-    assert r.reason == "states the answer 'positive' where the original listed 2 labels ('negative', 'positive')"
+    assert (
+        r.reason == "states the answer 'positive' where the original listed 2 labels ('negative', 'positive')"
+    )
     r = F.check(spec.prompt.section(("task",)).body, "I'm ready to help. What's your next question?", ctx)
     assert r.reason.startswith("reads as a chat reply, not an instruction: an offer of help")
     r = F.check("Summarize the text.", "Answer positive.", ctx)

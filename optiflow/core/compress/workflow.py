@@ -208,7 +208,9 @@ class CompressWorkflow:
             )
             tokens = sum(count_tokens(self.spec.effective_body(p)) for p in sections)
             state = state.model_copy(
-                update={"ablation": Ablation(sections=sections, tokens=tokens, noticed=False, reason="pending")}
+                update={
+                    "ablation": Ablation(sections=sections, tokens=tokens, noticed=False, reason="pending")
+                }
             )
         step = Step(
             index=0,
@@ -289,7 +291,9 @@ class CompressWorkflow:
         if not edits:
             return self._finish(state, ())
         if state.ablation is not None:
-            return self._evaluate_sets(state.model_copy(update={"phase": ABLATION}), [self._ablation_set(state)])
+            return self._evaluate_sets(
+                state.model_copy(update={"phase": ABLATION}), [self._ablation_set(state)]
+            )
         return self._candidates(state)
 
     def _candidates(self, state: CompressState) -> tuple[CompressState, Action]:
@@ -332,7 +336,9 @@ class CompressWorkflow:
         assert state.ablation is not None
         (s,) = state.pending
         d = decisions[s.suffix]
-        ablation = state.ablation.model_copy(update={"noticed": not d.accepted, "reason": d.reason, "stats": d.stats})
+        ablation = state.ablation.model_copy(
+            update={"noticed": not d.accepted, "reason": d.reason, "stats": d.stats}
+        )
         known = {**state.known_sets, _set_key(s.mods): self._remember(state, s, d)}
         state = state.model_copy(update={"pending": (), "ablation": ablation, "known_sets": known})
         if not ablation.noticed:
