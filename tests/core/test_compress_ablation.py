@@ -73,7 +73,42 @@ def test_without_require_sensitivity_every_decision_says_unchecked() -> None:
     assert isinstance(report, OptimizationReport)
     assert "ablation" not in [s.name for s in steps]
     assert report.ablation is None and report.sensitivity_unchecked
-    decisions = [line for line in render(report).splitlines() if line.strip().startswith(("+", "-"))]
+    decisions = [line for line in render(report).splitlines() if line.strip().startswith(("+ ", "- "))]
     assert decisions and all(
         "sensitivity unchecked (require_sensitivity: false)" in line for line in decisions
     )
+
+
+def test_refused_proposals_are_reported_never_evaluated_and_do_not_fail_the_job() -> None:
+    from optiflow.core.actions import Finish
+    from optiflow.core.compress.workflow import CompressWorkflow
+    from optiflow.core.evaluation import EvalResult
+    from optiflow.core.step import ProposalError, StepResults
+
+    from .compress_harness import words
+
+    spec = make_spec(require_sensitivity=False)
+    wf = CompressWorkflow(spec, "j")
+    tr = wf.start(words)
+    step = tr.action
+    assert not isinstance(step, Finish) and hasattr(step, "targets")
+    (target,) = step.targets
+    evals = tuple(
+        EvalResult(experiment_id=target.experiment.id, sample_id=sid, run=run, passed=sid != "never")
+        for run in target.run_indices
+        for sid in target.sample_ids
+    )
+    errors = tuple(
+        ProposalError(
+            path=p, error="refused: reads as a chat reply", refused=True, proposed_body="Hi!", attempts=3
+        )
+        for p in step.propose
+    )
+    tr = wf.advance(tr.state, StepResults(step=step, evals=evals, proposal_errors=errors))
+    assert isinstance(tr.action, Finish)
+    report = tr.action.report
+    assert isinstance(report, OptimizationReport)
+    assert report.proposal_errors == errors and not report.modifications and not report.rejected
+    text = render(report)
+    assert "proposal refused: reads as a chat reply (3 attempt(s), not evaluated)" in text
+    assert "last proposal: 'Hi!'" in text

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import textwrap
+from itertools import zip_longest
+
 from optiflow.core.base import Verbosity
 from optiflow.core.compress.ablation import UNCHECKED, summary
-from optiflow.core.compress.report import OptimizationReport
+from optiflow.core.compress.report import Modification, OptimizationReport
 from optiflow.core.gate.decision import GateStats
 from optiflow.core.sections import path_str
 
@@ -29,6 +32,32 @@ def statistic(stats: GateStats | None) -> str:
     )
 
 
+def side_by_side(original: str, proposal: str, width: int = 50) -> list[str]:
+    """Two columns, ``original | proposal``, each wrapped at ``width`` (paragraphs kept)."""
+
+    def wrap(text: str) -> list[str]:
+        out: list[str] = []
+        for para in text.splitlines() or [""]:
+            out.extend(textwrap.wrap(para, width) or [""])
+        return out
+
+    rows = [f"{'original':<{width}} | proposal", f"{'-' * width}-+-{'-' * width}"]
+    rows += [
+        f"{a:<{width}} | {b}".rstrip() for a, b in zip_longest(wrap(original), wrap(proposal), fillvalue="")
+    ]
+    return rows
+
+
+def edit_lines(m: Modification) -> list[str]:
+    """An accepted edit's original and proposal side by side, with the faithfulness measure."""
+    lines = []
+    if m.faithfulness is not None:
+        lines.append(f"      faithfulness: {m.faithfulness.line()}")
+    if m.original_body is not None:
+        lines += [f"      {row}" for row in side_by_side(m.original_body, m.proposed_body)]
+    return lines
+
+
 def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]:
     prompt = f"{report.prompt_ns}/{report.prompt_key}"
     lines = [f"prompt {prompt}  baseline pass rate {report.baseline_pass_rate:.1%}"]
@@ -50,6 +79,7 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
                 f"  + {path_str(m.section_path):<28} -{m.token_reduction:>5} tokens  "
                 f"pass rate {m.candidate_pass_rate:.1%}" + (f"  [{why}]" if why else "") + note
             )
+            lines += edit_lines(m)
     else:
         lines.append("accepted: none")
     for r in report.rejected:
@@ -63,6 +93,13 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
     if report.combined is not None:
         lines.append(f"combined: {statistic(report.combined)}{note}")
     for e in report.proposal_errors:
+        if e.refused:
+            lines.append(
+                f"  ! {path_str(e.path):<28} proposal {e.error} ({e.attempts} attempt(s), not evaluated)"
+            )
+            if e.proposed_body is not None:
+                lines.append(f"      last proposal: {' '.join(e.proposed_body.split())[:200]!r}")
+            continue
         lines.append(f"  ! {path_str(e.path):<28} proposal failed: {e.error}")
     if stats:
         s = report.stats

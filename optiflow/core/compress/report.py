@@ -10,6 +10,7 @@ from optiflow.core.base import Frozen
 from optiflow.core.budget import BudgetReport
 from optiflow.core.compress.ablation import Ablation
 from optiflow.core.evaluation import JobStats
+from optiflow.core.faithfulness import Faithfulness
 from optiflow.core.gate.decision import GateStats
 from optiflow.core.gate.evidence import Assessment
 from optiflow.core.gate.spec import GateKind
@@ -29,6 +30,9 @@ class Modification(Frozen):
     original_tokens: int | None = None
     proposed_tokens: int | None = None
     gate: GateStats | None = None
+    original_body: str | None = None
+    """The section's body the edit replaces (as the baseline rendered it)."""
+    faithfulness: Faithfulness | None = None
 
 
 class RejectedModification(Frozen):
@@ -45,6 +49,8 @@ class RejectedModification(Frozen):
     original_tokens: int | None = None
     proposed_tokens: int | None = None
     gate: GateStats | None = None
+    original_body: str | None = None
+    faithfulness: Faithfulness | None = None
 
 
 class OptimizationReport(Frozen):

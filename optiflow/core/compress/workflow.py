@@ -270,8 +270,9 @@ class CompressWorkflow:
             return state, Fail(
                 error=f"the baseline gives the gate nothing to stand on: {assessment.failure}{cause}"
             )
-        if results.proposal_errors and not results.edits:
-            first = results.proposal_errors[0]
+        failed = [e for e in results.proposal_errors if not e.refused]  # a refusal is a verdict
+        if failed and not results.edits:
+            first = failed[0]
             return state, Fail(error=f"compression of {path_str(first.path)} failed: {first.error}")
         position = {s.path: i for i, s in enumerate(self.spec.prompt.sections)}
         # An edit that saves nothing is not a modification: it is not evaluated.
@@ -596,6 +597,8 @@ class CompressWorkflow:
             candidate_pass_rate=0.0,
             original_tokens=edit.original_tokens,
             proposed_tokens=edit.proposed_tokens,
+            original_body=self.spec.effective_body(edit.path),
+            faithfulness=edit.faithfulness,
         )
 
     def _trials(self, before: CompressState, after: CompressState, results: StepResults) -> list[Trial]:
@@ -677,6 +680,8 @@ def _rejection(
         original_tokens=mod.original_tokens,
         proposed_tokens=mod.proposed_tokens,
         gate=decision.stats,
+        original_body=mod.original_body,
+        faithfulness=mod.faithfulness,
     )
 
 
