@@ -34,6 +34,11 @@ class Piece(Frozen):
         return "${" in self.text
 
 
+def logical_lines(body: str) -> list[str]:
+    """The body's lines with wrapped lines joined (what a reader sees as one line or sentence run)."""
+    return [text for text, _ in _segments(body)]
+
+
 def _segments(body: str) -> list[tuple[str, bool]]:
     """Logical lines: wrapped lines joined; (text, starts after a blank line or a hard break)."""
     out: list[tuple[str, bool]] = []
@@ -106,4 +111,4 @@ def rebuild(ps: tuple[Piece, ...], keep: Iterable[int]) -> str:
     return out
 
 
-__all__ = ["Piece", "chosen", "numbered", "pieces", "rebuild"]
+__all__ = ["Piece", "chosen", "logical_lines", "numbered", "pieces", "rebuild"]

@@ -7,6 +7,7 @@ from itertools import zip_longest
 
 from optiflow.core.base import Verbosity
 from optiflow.core.compress.ablation import UNCHECKED, summary
+from optiflow.core.compress.extract import logical_lines
 from optiflow.core.compress.report import Modification, OptimizationReport
 from optiflow.core.gate.decision import GateStats
 from optiflow.core.sections import path_str
@@ -37,7 +38,7 @@ def side_by_side(original: str, proposal: str, width: int = 50) -> list[str]:
 
     def wrap(text: str) -> list[str]:
         out: list[str] = []
-        for para in text.splitlines() or [""]:
+        for para in logical_lines(text) or [""]:
             out.extend(textwrap.wrap(para, width) or [""])
         return out
 
