@@ -112,3 +112,26 @@ def test_refused_proposals_are_reported_never_evaluated_and_do_not_fail_the_job(
     text = render(report)
     assert "proposal refused: reads as a chat reply (3 attempt(s), not evaluated)" in text
     assert "last proposal: 'Hi!'" in text
+
+
+def test_refused_proposals_are_in_the_history_as_rejections() -> None:
+    from optiflow.core.compress.workflow import CompressWorkflow
+    from optiflow.core.evaluation import EvalResult
+    from optiflow.core.step import ProposalError, Step, StepResults
+
+    from .compress_harness import words
+
+    wf = CompressWorkflow(make_spec(require_sensitivity=False), "j")
+    tr = wf.start(words)
+    step = tr.action
+    assert isinstance(step, Step)
+    (target,) = step.targets
+    evals = tuple(
+        EvalResult(experiment_id=target.experiment.id, sample_id=sid, run=run, passed=True)
+        for run in target.run_indices
+        for sid in target.sample_ids
+    )
+    refused = ProposalError(path=step.propose[0], error="refused: x", refused=True, proposed_body="Hi!")
+    tr = wf.advance(tr.state, StepResults(step=step, evals=evals, proposal_errors=(refused,)))
+    (r,) = tr.rejections
+    assert (r.reason_code, r.message, r.rationale, r.step_index) == ("unfaithful", "refused: x", "Hi!", 0)

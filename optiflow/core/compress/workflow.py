@@ -52,7 +52,7 @@ from optiflow.core.gate.gate import decide
 from optiflow.core.gate.outcomes import Outcomes
 from optiflow.core.gate.strict import can_regress
 from optiflow.core.overrides import SectionOverride
-from optiflow.core.records import Trial
+from optiflow.core.records import Rejection, Trial
 from optiflow.core.relevance import Relevance, probe_size, removed_sentences
 from optiflow.core.sections import SectionPath, path_str
 from optiflow.core.step import EvalTarget, ProposalError, SectionEdit, Step, StepResults
@@ -224,7 +224,19 @@ class CompressWorkflow:
         before = state
         new, action = self._advance(state, results)
         trials = self._trials(before, new, results)
-        return advanced(new, results, action, rejected=len(new.rejected), trials=trials)
+        refused = [  # in the job's history: proposals refused before evaluation
+            Rejection(
+                step_index=results.step.index,
+                reason_code="unfaithful",
+                message=e.error,
+                proposed_index=i,
+                candidate_id=path_str(e.path),
+                rationale=e.proposed_body,
+            )
+            for i, e in enumerate(results.proposal_errors)
+            if e.refused
+        ]
+        return advanced(new, results, action, rejected=len(new.rejected), trials=trials, rejections=refused)
 
     def _advance(self, state: CompressState, results: StepResults) -> tuple[CompressState, Action]:
         by_exp: dict[str, list[EvalResult]] = defaultdict(list)
