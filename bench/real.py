@@ -81,7 +81,7 @@ from optiflow.core.gate.outcomes import ERROR, FAIL, MISSING, PASS
 from optiflow.core.measure.report import wilson_interval
 from optiflow.core.model import ModelConfig
 from optiflow.core.sections import path_str
-from optiflow.core.strategy import LLMStrategySpec
+from optiflow.core.strategy import ExtractiveStrategySpec, LLMStrategySpec
 from optiflow.jobfile import load_job
 from optiflow.llm.tokens import count_tokens, encoding_name
 from optiflow.settings import Settings
@@ -392,17 +392,29 @@ def point_at(config: ModelConfig, model: str, api_base: str) -> ModelConfig:
     return config.model_copy(update={"model": model, "api_base": api_base})
 
 
-def job_spec(model: str, api_base: str, train: Dataset, max_runs: int | None) -> CompressSpec:
+def job_spec(
+    model: str, api_base: str, train: Dataset, max_runs: int | None, strategy_type: str = "job"
+) -> CompressSpec:
     """The example's compress job on ``train``, its model and strategy pointed at the server;
-    ``max_runs`` caps its gate (a quick try only)."""
+    ``max_runs`` caps its gate (a quick try only); ``strategy_type`` other than ``job`` swaps the
+    strategy's type, keeping its model."""
     overrides: dict[str, Any] = {"dataset": train}
     spec = load_job(EXAMPLE, overrides=overrides)
     assert isinstance(spec, CompressSpec)
+    if strategy_type not in ("job", spec.strategy.type):
+        assert isinstance(spec.strategy, LLMStrategySpec | ExtractiveStrategySpec)
+        model_config = spec.strategy.model
+        new = (
+            LLMStrategySpec(model=model_config)
+            if strategy_type == "llm"
+            else ExtractiveStrategySpec(model=model_config)
+        )
+        spec = spec.model_copy(update={"strategy": new})
     if max_runs is not None:
         gate = spec.gate.model_copy(update={"max_runs": max(max_runs, spec.eval_runs)})
         spec = spec.model_copy(update={"gate": gate})
     strategy = spec.strategy
-    if isinstance(strategy, LLMStrategySpec):
+    if isinstance(strategy, LLMStrategySpec | ExtractiveStrategySpec):
         strategy = strategy.model_copy(update={"model": point_at(strategy.model, model, api_base)})
     return spec.model_copy(update={"model": point_at(spec.model, model, api_base), "strategy": strategy})
 
@@ -530,6 +542,9 @@ def section_rows(spec: CompressSpec, run: JobRun) -> list[dict[str, Any]]:
         row = by_path[path_str(tuple(e["path"]))]
         row["proposed_tokens"] = count_tokens(e["proposed_body"], model)
         row["proposed_body"] = e["proposed_body"]
+        row["faithfulness"] = e.get("faithfulness")
+    for s in spec.prompt.sections:
+        by_path[path_str(s.path)]["original_body"] = spec.effective_body(s.path)
     for m in report.modifications:
         row = by_path[path_str(m.section_path)]
         row.update(
@@ -541,7 +556,16 @@ def section_rows(spec: CompressSpec, run: JobRun) -> list[dict[str, Any]]:
         row = by_path[path_str(r.section_path)]
         row.update(outcome=f"rejected ({r.stage})", reason=r.reason, stats=stats_of(r.gate))
     for err in report.proposal_errors:
-        by_path[path_str(err.path)]["outcome"] = f"proposal failed: {err.error[:80]}"
+        row = by_path[path_str(err.path)]
+        if err.refused:
+            row["outcome"] = f"refused after {err.attempts} proposal(s), not evaluated"
+            row["reason"] = err.error
+            if err.proposed_body is not None:
+                row["proposed_body"] = err.proposed_body
+                row["proposed_tokens"] = count_tokens(err.proposed_body, model)
+            row["faithfulness"] = err.faithfulness.model_dump(mode="json") if err.faithfulness else None
+        else:
+            row["outcome"] = f"proposal failed: {err.error[:80]}"
     return list(by_path.values())
 
 
@@ -932,7 +956,42 @@ def job_markdown(job: Mapping[str, Any], n: Mapping[str, Any]) -> list[str]:
     reasons = [(row["section"], row["reason"]) for row in job["sections"] if row.get("reason")]
     if reasons:
         lines += ["", *(f"- `{sec}`: {why}" for sec, why in reasons)]
+    ab = rep.get("ablation")
+    if ab:
+        st = ab.get("stats") or {}
+        lines += [
+            "",
+            f"- **ablation** (every mutable section emptied, -{ab['tokens']} tokens): "
+            f"{'noticed (rejected)' if ab['noticed'] else 'NOT noticed (non-inferior)'}; "
+            f"drop {interval(st) if st else '-'}, {st.get('pairs', '-')} pairs per sample; {ab['reason']}",
+        ]
+    lines += ["", "### Every proposal, original and proposal side by side", ""]
+    lines.append(
+        f"Strategy: `{job.get('strategy', '-')}`. Outcome as in the table above; faithfulness as measured."
+    )
+    for row in job["sections"]:
+        if row.get("proposed_body") is None:
+            continue
+        f = row.get("faithfulness") or {}
+        measured = (
+            f" · faithfulness: support {pct(f.get('support'))}, coverage {pct(f.get('coverage'))}"
+            if f
+            else ""
+        )
+        lines += [
+            "",
+            f"**`{row['section']}`** — {row['outcome']}{measured}",
+            "",
+            "| original | proposal |",
+            "| --- | --- |",
+            f"| {cell(row.get('original_body', ''))} | {cell(row['proposed_body'])} |",
+        ]
     return lines
+
+
+def cell(text: str) -> str:
+    """A body as one markdown table cell (line breaks kept as <br>)."""
+    return "<br>".join(" ".join(line.split()) for line in text.splitlines()).replace("|", "\\|")
 
 
 def test_markdown(t: Mapping[str, Any]) -> list[str]:
@@ -1030,6 +1089,12 @@ def main() -> None:
         help=f"cap the job's gate at M runs a side (default: the example's; with --samples, {SMOKE_MAX_RUNS})",
     )
     parser.add_argument("--test-runs", type=int, default=16, help="the test split's cap on runs a side")
+    parser.add_argument(
+        "--strategy",
+        choices=("job", "llm", "extractive"),
+        default="job",
+        help="the job's strategy (job: the example's)",
+    )
     parser.add_argument("--concurrency", type=int, default=4, help="threads of the eval worker")
     parser.add_argument("--from-json", type=Path, help="only re-render the .md from a results .json")
     args = parser.parse_args()
@@ -1110,7 +1175,7 @@ def model_part(
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         server = LocalModelServer(port=free_port(), log=home / "llama-server.log")
-        spec = job_spec(server.model, server.api_base, train, args.max_runs)
+        spec = job_spec(server.model, server.api_base, train, args.max_runs, args.strategy)
         gate = spec.gate_spec
         test_gate = gate.model_copy(
             update={
@@ -1165,7 +1230,7 @@ def model_part(
         params={k: v for k, v in spec.model.params.items() if k != "api_key"},
         strategy_params=(
             {k: v for k, v in spec.strategy.model.params.items() if k != "api_key"}
-            if isinstance(spec.strategy, LLMStrategySpec)
+            if isinstance(spec.strategy, LLMStrategySpec | ExtractiveStrategySpec)
             else "rule"
         ),
         encoding=encoding_name(spec.model.model),
@@ -1198,6 +1263,7 @@ def job_result(spec: CompressSpec, run: JobRun, args: argparse.Namespace) -> dic
         )
     return {
         "samples": len(spec.dataset),
+        "strategy": spec.strategy.type,
         "concurrency": args.concurrency,
         "max_runs_override": args.max_runs,
         "wall_s": run.wall_s,

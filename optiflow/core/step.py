@@ -15,6 +15,7 @@ from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.budget import BudgetReport
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.experiment import Experiment
+from optiflow.core.faithfulness import Faithfulness
 from optiflow.core.model import ModelConfig
 from optiflow.core.overrides import SectionOverride
 from optiflow.core.sections import SectionPath
@@ -78,6 +79,8 @@ class SectionEdit(Frozen):
     proposed_body: str
     original_tokens: int
     proposed_tokens: int
+    faithfulness: Faithfulness | None = None
+    """What the faithfulness check measured (``strategy: {type: llm}``), or None (not checked)."""
 
     @property
     def token_reduction(self) -> int:
@@ -85,8 +88,16 @@ class SectionEdit(Frozen):
 
 
 class ProposalError(Frozen):
+    """A section without a proposal: the strategy failed (``error``), or every proposal it made was
+    refused by the faithfulness check (``refused``: ``error`` is the reason, ``proposed_body`` the
+    last proposal, never evaluated)."""
+
     path: SectionPath
     error: str
+    refused: bool = False
+    proposed_body: str | None = None
+    faithfulness: Faithfulness | None = None
+    attempts: int = 1
 
 
 class IterationFeedback(Frozen):

@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any
 from optiflow.core.budget import BUDGET_EXHAUSTED, Charge, budget_line, budget_report
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.evaluation import EvalResult
+from optiflow.core.faithfulness import FaithfulnessContext, context_for
 from optiflow.core.sections import SectionPath, parse_path
 from optiflow.core.step import Hold, ProposalError, SectionEdit
 from optiflow.distributed.scratch import cache_key
 from optiflow.errors import BudgetExhaustedError, OptiflowError
+from optiflow.llm.compress import ProposalRefused
 from optiflow.llm.usage import metered
 
 if TYPE_CHECKING:
@@ -143,6 +145,9 @@ def propose_one(rt: Runtime, job_id: str, path_text: str) -> dict[str, Any]:
         _check_budget(rt, job_id)
         with limited_by(rt.limiter), while_waiting(lambda: rt.scratch.beat(job_id)), _charged(rt, job_id):
             edit = propose_edit(spec, path)
+    except ProposalRefused as exc:  # never evaluated: reported with its reason
+        log.warning("job %s: every proposal for %s refused: %s", job_id, path_text, exc.reason)
+        return {"proposal_error": refusal(path, exc).model_dump(mode="json")}
     except Exception as exc:  # a proposal failure skips the section; the job goes on
         log.warning("job %s: compressing %s failed: %s", job_id, path_text, exc)
         return {"proposal_error": ProposalError(path=path, error=str(exc)).model_dump(mode="json")}
@@ -202,7 +207,8 @@ def propose_edit(spec: CompressSpec, path: SectionPath) -> SectionEdit:
     base = spec.prompt.section(path)
     current = spec.prompt.with_bodies({o.path: o.body for o in spec.baseline_overrides})
     section = current.section(path)
-    body = build_strategy(spec.strategy).compress(current, section)
+    proposal = build_strategy(spec.strategy).propose(current, section, faithfulness_context(spec))
+    body = proposal.body
     model = spec.model.model
     return SectionEdit(
         path=path,
@@ -210,6 +216,27 @@ def propose_edit(spec: CompressSpec, path: SectionPath) -> SectionEdit:
         proposed_body=body,
         original_tokens=count_tokens(section.body, model),
         proposed_tokens=count_tokens(body, model),
+        faithfulness=proposal.faithfulness,
+    )
+
+
+def faithfulness_context(spec: CompressSpec) -> FaithfulnessContext:
+    """What the faithfulness check reads of a job: its sections as rendered, its dataset."""
+    current = spec.prompt.with_bodies({o.path: o.body for o in spec.baseline_overrides})
+    samples = spec.dataset.samples
+    return context_for(
+        [s.body for s in current.sections], [s.input for s in samples], [s.expected for s in samples]
+    )
+
+
+def refusal(path: SectionPath, exc: ProposalRefused) -> ProposalError:
+    return ProposalError(
+        path=path,
+        error=f"refused: {exc.reason}",
+        refused=True,
+        proposed_body=exc.body,
+        faithfulness=exc.faithfulness,
+        attempts=exc.attempts,
     )
 
 

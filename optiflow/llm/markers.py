@@ -10,10 +10,13 @@ from __future__ import annotations
 COMPRESS_MARKER = "[optiflow:compress-section]"
 """First line of the compression system prompt."""
 
+EXTRACT_MARKER = "[optiflow:extract-section]"
+"""First line of the extractive compression system prompt."""
+
 JUDGE_MARKER = "[optiflow:judge]"
 """First line of the judge system prompt."""
 
 REWRITE_MARKER = "[optiflow:rewrite-section]"
 """First line of the rewrite system prompt."""
 
-__all__ = ["COMPRESS_MARKER", "JUDGE_MARKER", "REWRITE_MARKER"]
+__all__ = ["COMPRESS_MARKER", "EXTRACT_MARKER", "JUDGE_MARKER", "REWRITE_MARKER"]

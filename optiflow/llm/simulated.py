@@ -35,6 +35,10 @@ placeholder and ``int(h[:8], 16) % 100 < sim_compress_drop_pct`` (default 25), i
 rule sentence number ``int(h[8:16], 16) % n`` of those (counted in order), which is how a
 compression gets rejected. :func:`compress_section` and :func:`compress_plan` compute it.
 
+**Extraction requests** are recognized by :data:`optiflow.llm.markers.EXTRACT_MARKER`; the user
+message lists the section's pieces as ``[n] text`` lines. The reply is the numbers, comma
+separated, of the pieces :func:`compress_plan` keeps of their text (:func:`extract_reply`).
+
 **Judge requests** are recognized by :data:`optiflow.llm.markers.JUDGE_MARKER` in the system
 message; the user message carries ``<expected>...</expected>`` and ``<output>...</output>``. The
 reply is ``{"score": 1.0, ...}`` when the whitespace- and case-normalized expected text occurs in
@@ -106,7 +110,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from optiflow.llm.markers import COMPRESS_MARKER, JUDGE_MARKER, REWRITE_MARKER
+from optiflow.llm.markers import COMPRESS_MARKER, EXTRACT_MARKER, JUDGE_MARKER, REWRITE_MARKER
 from optiflow.llm.noise import parse_pass_dist, pass_probability, passes, prompt_digest, unit
 from optiflow.llm.tokens import count_tokens
 
@@ -313,6 +317,19 @@ def compress_section(body: str, drop_pct: float = 25.0) -> str:
     return "\n".join(compress_plan(body, drop_pct).kept)
 
 
+_NUMBERED = re.compile(r"^\[(\d+)\] (.*)$", re.M)
+
+
+def extract_reply(user: str, drop_pct: float = 25.0) -> str:
+    """The numbers of the pieces (``[n] text`` lines) the simulated compressor would keep: the
+    same choice as :func:`compress_plan` on the pieces' text, so an extraction is rejected as
+    often as a compression."""
+    numbered = [(int(n), " ".join(t.split())) for n, t in _NUMBERED.findall(user)]
+    plan = compress_plan("\n".join(t for _, t in numbered), drop_pct)
+    kept = set(plan.kept)
+    return ", ".join(str(n) for n, t in numbered if t in kept) or (str(numbered[0][0]) if numbered else "")
+
+
 def _norm(text: str) -> str:
     return " ".join(text.split()).casefold()
 
@@ -360,6 +377,8 @@ class SimulatedModel:
 
         if COMPRESS_MARKER in system:
             text = compress_section(user, opts.compress_drop_pct)
+        elif EXTRACT_MARKER in system:
+            text = extract_reply(user, opts.compress_drop_pct)
         elif JUDGE_MARKER in system:
             text = judge_reply(user)
         elif REWRITE_MARKER in system:

@@ -56,6 +56,7 @@ def spec(**kw: object) -> CompressSpec:
         "strategy": {"type": "rule"},
         "eval_runs": 3,
         "min_section_tokens": 5,
+        "require_sensitivity": False,
     }
     data.update(kw)
     return CompressSpec.model_validate(data)

@@ -44,6 +44,7 @@ def make_spec(**kw: object) -> CompressSpec:
         "eval_runs": 2,
         "min_section_tokens": 5,
         "fail_fast": False,
+        "require_sensitivity": False,
     }
     data.update(kw)
     return CompressSpec.model_validate(data)

@@ -105,6 +105,7 @@ def _compress() -> Workflow[Any]:
             "strategy": {"type": "rule"},
             "eval_runs": 2,
             "min_section_tokens": 5,
+            "require_sensitivity": False,
         }
     )
     return kinds.workflow_for(spec, "job1")

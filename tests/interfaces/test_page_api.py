@@ -72,7 +72,7 @@ def finish(http: httpx.Client, document: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def compress_job(http: httpx.Client) -> str:
-    return finish(http, {**job_document(samples=8), "eval_runs": 2})
+    return finish(http, {**job_document(samples=8), "eval_runs": 2, "require_sensitivity": False})
 
 
 def test_prompt_is_the_baseline_as_rendered_with_token_counts(http: httpx.Client, compress_job: str) -> None:

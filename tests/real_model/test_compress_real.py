@@ -38,6 +38,8 @@ def small_spec(server: LocalModelServer) -> CompressSpec:
             "min_section_tokens": 200,  # only the largest section: background
             # the paired gate, kept to two rounds; two samples may both fail once: not this test's point
             "gate": {"mode": "paired", "max_runs": 2, "min_baseline_pass_rate": 0.0},
+            # the path, not the decisions: no ablation (two samples notice little), no faithfulness check
+            "require_sensitivity": False,
         },
     )
     at = {"model": server.model, "api_base": server.api_base}
@@ -45,7 +47,10 @@ def small_spec(server: LocalModelServer) -> CompressSpec:
     # a shorter proposal is enough here (the example's 256 tokens take most of a minute)
     params = {**spec.strategy.model.params, "max_tokens": 96}
     strategy = spec.strategy.model_copy(
-        update={"model": spec.strategy.model.model_copy(update={**at, "params": params})}
+        update={
+            "model": spec.strategy.model.model_copy(update={**at, "params": params}),
+            "faithfulness": False,
+        }
     )
     # temperature 0: the two samples' answers are the same every run, so a baseline that passes
     # neither is a real failure of the path, not a sampling draw (at 0.7 it came out 0 of 2 at times)

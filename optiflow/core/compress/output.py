@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import textwrap
+from itertools import zip_longest
+
 from optiflow.core.base import Verbosity
-from optiflow.core.compress.report import OptimizationReport
+from optiflow.core.compress.ablation import UNCHECKED, summary
+from optiflow.core.compress.extract import logical_lines
+from optiflow.core.compress.report import Modification, OptimizationReport
 from optiflow.core.gate.decision import GateStats
 from optiflow.core.sections import path_str
 
@@ -29,6 +34,32 @@ def statistic(stats: GateStats | None) -> str:
     )
 
 
+def side_by_side(original: str, proposal: str, width: int = 50) -> list[str]:
+    """Two columns, ``original | proposal``, each wrapped at ``width`` (paragraphs kept)."""
+
+    def wrap(text: str) -> list[str]:
+        out: list[str] = []
+        for para in logical_lines(text) or [""]:
+            out.extend(textwrap.wrap(para, width) or [""])
+        return out
+
+    rows = [f"{'original':<{width}} | proposal", f"{'-' * width}-+-{'-' * width}"]
+    rows += [
+        f"{a:<{width}} | {b}".rstrip() for a, b in zip_longest(wrap(original), wrap(proposal), fillvalue="")
+    ]
+    return rows
+
+
+def edit_lines(m: Modification) -> list[str]:
+    """An accepted edit's original and proposal side by side, with the faithfulness measure."""
+    lines = []
+    if m.faithfulness is not None:
+        lines.append(f"      faithfulness: {m.faithfulness.line()}")
+    if m.original_body is not None:
+        lines += [f"      {row}" for row in side_by_side(m.original_body, m.proposed_body)]
+    return lines
+
+
 def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]:
     prompt = f"{report.prompt_ns}/{report.prompt_key}"
     lines = [f"prompt {prompt}  baseline pass rate {report.baseline_pass_rate:.1%}"]
@@ -38,6 +69,9 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
         power = f"; detects drops of {a.detectable_drop:.1%} or more" if a.detectable_drop is not None else ""
         lines.append(f"gate {a.gate} ({a.reason}){power}")
         lines.append(f"baseline: {a.runs} evaluations, {a.errors} error(s) ({a.error_rate:.1%}){flaky}")
+    if report.ablation is not None:
+        lines.append(summary(report.ablation))
+    note = f"  ({UNCHECKED})" if report.sensitivity_unchecked else ""
     if report.modifications:
         saved = report.total_token_reduction
         lines.append(f"accepted ({len(report.modifications)}), -{saved} tokens in total:")
@@ -45,8 +79,9 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
             why = statistic(m.gate)
             lines.append(
                 f"  + {path_str(m.section_path):<28} -{m.token_reduction:>5} tokens  "
-                f"pass rate {m.candidate_pass_rate:.1%}" + (f"  [{why}]" if why else "")
+                f"pass rate {m.candidate_pass_rate:.1%}" + (f"  [{why}]" if why else "") + note
             )
+            lines += edit_lines(m)
     else:
         lines.append("accepted: none")
     for r in report.rejected:
@@ -54,16 +89,23 @@ def report_lines(report: OptimizationReport, *, stats: bool = True) -> list[str]
         what = r.reason or f"{bound}{r.regression_count} regression(s)"
         head = f"  - {path_str(r.section_path):<28} -{r.token_reduction:>5} tokens"
         if r.reason.startswith("undecided") and report.budget is not None and report.budget.exhausted:
-            lines.append(f"{head}  not accepted at {r.stage}: undecided, the budget ran out")
+            lines.append(f"{head}  not accepted at {r.stage}: undecided, the budget ran out{note}")
             continue
         why = statistic(r.gate) if r.gate is not None and r.gate.gate != "strict" else ""
-        lines.append(f"{head}  rejected at {r.stage}: {what}" + (f"  [{why}]" if why else ""))
+        lines.append(f"{head}  rejected at {r.stage}: {what}" + (f"  [{why}]" if why else "") + note)
     for e in report.proposal_errors:
+        if e.refused:
+            lines.append(
+                f"  ! {path_str(e.path):<28} proposal {e.error} ({e.attempts} attempt(s), not evaluated)"
+            )
+            if e.proposed_body is not None:
+                lines.append(f"      last proposal: {' '.join(e.proposed_body.split())[:200]!r}")
+            continue
         lines.append(f"  ! {path_str(e.path):<28} proposal failed: {e.error}")
     for u in report.untried:
         lines.append(f"  · {path_str(u.path):<28} {u.reason}")
     if report.combined is not None:
-        lines.append(f"combined: {statistic(report.combined)}")
+        lines.append(f"combined: {statistic(report.combined)}{note}")
     if stats:
         s = report.stats
         lines.append(

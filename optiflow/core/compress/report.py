@@ -8,7 +8,9 @@ from pydantic import Field, computed_field, model_validator
 
 from optiflow.core.base import Frozen
 from optiflow.core.budget import BudgetReport
+from optiflow.core.compress.ablation import Ablation
 from optiflow.core.evaluation import JobStats
+from optiflow.core.faithfulness import Faithfulness
 from optiflow.core.gate.decision import GateStats
 from optiflow.core.gate.evidence import Assessment
 from optiflow.core.gate.spec import GateKind
@@ -28,6 +30,9 @@ class Modification(Frozen):
     original_tokens: int | None = None
     proposed_tokens: int | None = None
     gate: GateStats | None = None
+    original_body: str | None = None
+    """The section's body the edit replaces (as the baseline rendered it)."""
+    faithfulness: Faithfulness | None = None
 
 
 class RejectedModification(Frozen):
@@ -44,6 +49,8 @@ class RejectedModification(Frozen):
     original_tokens: int | None = None
     proposed_tokens: int | None = None
     gate: GateStats | None = None
+    original_body: str | None = None
+    faithfulness: Faithfulness | None = None
 
 
 class UntriedSection(Frozen):
@@ -79,6 +86,12 @@ class OptimizationReport(Frozen):
     """The job's hard budget and spend (a job with a budget). When it ran out the job ended with
     what it had decided; the edits left undecided are in :attr:`rejected`, ``reason``
     ``undecided: ...``."""
+    ablation: Ablation | None = None
+    """The ablation (every mutable section emptied, judged against the baseline): its drop and
+    interval; a job whose report has it passed it (the dataset noticed)."""
+    sensitivity_unchecked: bool = False
+    """``require_sensitivity: false``: no ablation ran, so no decision is known to be protected by
+    a dataset that notices the sections."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -37,6 +37,10 @@ class CompressSpec(JobBudget):
     eval_runs: StrictInt = Field(default=3, ge=1, le=50)
     min_section_tokens: StrictInt = Field(default=40, ge=0)
     fail_fast: StrictBool = True
+    require_sensitivity: StrictBool = True
+    """Before candidates, evaluate the prompt with every mutable section emptied (the ablation,
+    :mod:`optiflow.core.compress.ablation`); the job fails when the gate finds it non-inferior.
+    ``false``: no ablation (seed 000 exactly), and the report marks every decision unchecked."""
     flags: dict[str, StrictBool] = Field(default_factory=dict)
     gate: GateSpec = Field(default_factory=GateSpec)
     """How candidates, the combination and greedy sets are accepted (:mod:`optiflow.core.gate`).

@@ -42,6 +42,7 @@ from optiflow.core.actions import Action, Fail, Finish
 from optiflow.core.base import Frozen
 from optiflow.core.budget import budget_line
 from optiflow.core.checkpoint import JobState
+from optiflow.core.compress.ablation import ABLATION, Ablation, failure_line, mutable_sections
 from optiflow.core.compress.report import (
     Modification,
     OptimizationReport,
@@ -57,7 +58,7 @@ from optiflow.core.gate.gate import decide
 from optiflow.core.gate.outcomes import Outcomes
 from optiflow.core.gate.strict import can_regress
 from optiflow.core.overrides import SectionOverride
-from optiflow.core.records import Trial
+from optiflow.core.records import Rejection, Trial
 from optiflow.core.relevance import Relevance, probe_size, removed_sentences
 from optiflow.core.sections import SectionPath, path_str
 from optiflow.core.step import EvalTarget, ProposalError, SectionEdit, Step, StepResults
@@ -79,7 +80,7 @@ def path_hash(path: SectionPath) -> str:
     return hashlib.sha256(path_str(path).encode()).hexdigest()[:8]
 
 
-Phase = Literal["baseline", "candidates", "combined", "greedy", "done"]
+Phase = Literal["baseline", "ablation", "candidates", "combined", "greedy", "done"]
 
 
 class GatedSet(Frozen):
@@ -126,6 +127,7 @@ class CompressState(JobState):
     regressed: frozenset[str] = frozenset()
     """Experiments a watched sample failed (fail-fast marks them: their further evaluations are
     skipped for the rest of the job)."""
+    ablation: Ablation | None = None
 
 
 class CompressWorkflow:
@@ -220,6 +222,16 @@ class CompressWorkflow:
 
     def start(self, count_tokens: TokenCounter) -> Transition[CompressState]:
         state = CompressState(job_id=self.job_id)
+        if self.spec.require_sensitivity:
+            sections = mutable_sections(
+                [(s.path, s.frozen) for s in self.spec.prompt.sections], self.spec.effective_body
+            )
+            tokens = sum(count_tokens(self.spec.effective_body(p)) for p in sections)
+            state = state.model_copy(
+                update={
+                    "ablation": Ablation(sections=sections, tokens=tokens, noticed=False, reason="pending")
+                }
+            )
         step = Step(
             index=0,
             name=BASELINE,
@@ -241,9 +253,14 @@ class CompressWorkflow:
     @property
     def max_steps(self) -> int:
         """The most steps a job of this spec takes: the baseline, then at most ``rounds`` rounds
-        for the candidates, the combination and each greedy set (at most one per mutable section
-        but the first, decided from memory: ``sections + 1`` phases of rounds in all)."""
-        return 1 + self.max_rounds * (self.mutable + 1)
+        for the ablation (when it runs), the candidates, the combination and each greedy set (at
+        most one per mutable section but the first, decided from memory: ``sections + 1`` phases
+        of rounds in all, one more with the ablation)."""
+        return 1 + self.max_rounds * (self.mutable + 1 + self._ablation_phases)
+
+    @property
+    def _ablation_phases(self) -> int:
+        return 1 if self.spec.require_sensitivity else 0
 
     @property
     def max_rounds(self) -> int:
@@ -271,12 +288,25 @@ class CompressWorkflow:
             )
         action = bounded(action, self.max_steps, self.max_steps_why)
         trials = self._trials(before, new, results)
-        return advanced(new, results, action, rejected=len(new.rejected), trials=trials)
+        refused = [  # in the job's history: proposals refused before evaluation
+            Rejection(
+                step_index=results.step.index,
+                reason_code="unfaithful",
+                message=e.error,
+                proposed_index=i,
+                candidate_id=path_str(e.path),
+                rationale=e.proposed_body,
+            )
+            for i, e in enumerate(results.proposal_errors)
+            if e.refused
+        ]
+        return advanced(new, results, action, rejected=len(new.rejected), trials=trials, rejections=refused)
 
     @property
     def max_steps_why(self) -> str:
         sections = self.mutable
-        return f"1 + {self.max_rounds} round(s) x ({sections} mutable section(s) + 1)"
+        ablation = " + the ablation" if self._ablation_phases else ""
+        return f"1 + {self.max_rounds} round(s) x ({sections} mutable section(s) + 1{ablation})"
 
     def _advance(self, state: CompressState, results: StepResults) -> tuple[CompressState, Action]:
         by_exp: dict[str, list[EvalResult]] = defaultdict(list)
@@ -309,7 +339,7 @@ class CompressWorkflow:
             return self._out_of_budget(state, results)
         if state.phase == "baseline":
             return self._after_baseline(state, results, by_exp.get(self._experiment_id(BASELINE), []))
-        if state.phase in ("candidates", "combined", "greedy"):
+        if state.phase in ("ablation", "candidates", "combined", "greedy"):
             return self._round(state)
         return state, Fail(error=f"advance called on a finished job (phase {state.phase})")
 
@@ -323,8 +353,9 @@ class CompressWorkflow:
             return state, Fail(
                 error=f"the baseline gives the gate nothing to stand on: {assessment.failure}{cause}"
             )
-        if results.proposal_errors and not results.edits:
-            first = results.proposal_errors[0]
+        failed = [e for e in results.proposal_errors if not e.refused]  # a refusal is a verdict
+        if failed and not results.edits:
+            first = failed[0]
             return state, Fail(error=f"compression of {path_str(first.path)} failed: {first.error}")
         position = {s.path: i for i, s in enumerate(self.spec.prompt.sections)}
         # An edit that saves nothing is not a modification: it is not evaluated.
@@ -344,6 +375,15 @@ class CompressWorkflow:
         )
         if not edits:
             return self._finish(state, ())
+        if state.ablation is not None:
+            return self._evaluate_sets(
+                state.model_copy(update={"phase": ABLATION}), [self._ablation_set(state)]
+            )
+        return self._candidates(state)
+
+    def _candidates(self, state: CompressState) -> tuple[CompressState, Action]:
+        """Every edit under its own tag, first round."""
+        edits = state.edits
         pending = tuple(
             GatedSet(suffix=path_hash(e.path), name=f"candidate-{e.path[-1]}", mods=(self._modification(e),))
             for e in edits
@@ -355,8 +395,40 @@ class CompressWorkflow:
             self._target(s.suffix, s.name, s.mods, self.ids, runs=self.spec.eval_runs, guard=guard)
             for s in pending
         ]
-        state = state.model_copy(update={"pending": pending})
+        state = state.model_copy(update={"phase": "candidates", "pending": pending})
         return state, Step(index=state.step_index, name="candidates", targets=tuple(targets))
+
+    def _ablation_set(self, state: CompressState) -> GatedSet:
+        assert state.ablation is not None
+        mods = tuple(
+            Modification(
+                section_path=p,
+                original_hash=self.spec.prompt.section(p).hash,
+                proposed_body="",
+                token_reduction=0,
+                baseline_pass_rate=0.0,
+                candidate_pass_rate=0.0,
+            )
+            for p in state.ablation.sections
+        )
+        return GatedSet(suffix=ABLATION, name=ABLATION, mods=mods)
+
+    def _after_ablation(
+        self, state: CompressState, decisions: Mapping[str, GateDecision]
+    ) -> tuple[CompressState, Action]:
+        """The dataset notices the mutable sections (the gate rejected them emptied): candidates;
+        otherwise the job fails with one line."""
+        assert state.ablation is not None
+        (s,) = state.pending
+        d = decisions[s.suffix]
+        ablation = state.ablation.model_copy(
+            update={"noticed": not d.accepted, "reason": d.reason, "stats": d.stats}
+        )
+        known = {**state.known_sets, _set_key(s.mods): self._remember(state, s, d)}
+        state = state.model_copy(update={"pending": (), "ablation": ablation, "known_sets": known})
+        if not ablation.noticed:
+            return state, Fail(error=failure_line(ablation))
+        return self._candidates(state)
 
     # -- rounds -------------------------------------------------------------------------------
     def _round(self, state: CompressState) -> tuple[CompressState, Action]:
@@ -410,6 +482,8 @@ class CompressWorkflow:
         self, state: CompressState, decisions: Mapping[str, GateDecision]
     ) -> tuple[CompressState, Action]:
         """Every pending set decided: record them and move to the next phase."""
+        if state.phase == ABLATION:
+            return self._after_ablation(state, decisions)
         if state.phase == "candidates":
             state = self._record(state, state.pending, decisions)
             state = state.model_copy(update={"pending": ()})
@@ -549,6 +623,12 @@ class CompressWorkflow:
                 }
             )
             return self._finish(state, ())
+        if state.phase == ABLATION:  # never got to the candidates: every edit is undecided
+            undecided = tuple(
+                _rejection(self._modification(e), SetDecision(accepted=False, reason=reason), "candidate")
+                for e in state.edits
+            )
+            return self._finish(state.model_copy(update={"pending": (), "rejected": undecided}), ())
         assert state.assessment is not None
         decisions = {
             s.suffix: decide(self.gate, state.assessment, state.baseline, s.outcomes) for s in state.pending
@@ -636,6 +716,8 @@ class CompressWorkflow:
             candidate_pass_rate=0.0,
             original_tokens=edit.original_tokens,
             proposed_tokens=edit.proposed_tokens,
+            original_body=self.spec.effective_body(edit.path),
+            faithfulness=edit.faithfulness,
         )
 
     def _trials(self, before: CompressState, after: CompressState, results: StepResults) -> list[Trial]:
@@ -694,6 +776,8 @@ class CompressWorkflow:
             assessment=state.assessment,
             combined=state.combined,
             budget=state.budget,
+            ablation=state.ablation,
+            sensitivity_unchecked=not self.spec.require_sensitivity,
         )
         return state.model_copy(update={"phase": "done"}), Finish(report=report)
 
@@ -727,6 +811,8 @@ def _rejection(
         original_tokens=mod.original_tokens,
         proposed_tokens=mod.proposed_tokens,
         gate=decision.stats,
+        original_body=mod.original_body,
+        faithfulness=mod.faithfulness,
     )
 
 

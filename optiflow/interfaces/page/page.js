@@ -529,7 +529,8 @@ function sectionRows() {
     }
     for (const e of report.proposal_errors || []) {
       const row = rows.get((e.path || []).join("/"));
-      if (row) row.error = e.error;
+      if (row) row.error = e.refused && e.proposed_body != null
+        ? `${e.error} (${e.attempts} attempt(s), not evaluated) — last proposal: ${e.proposed_body}` : e.error;
     }
     for (const u of report.untried || []) {
       const row = rows.get((u.path || []).join("/"));
@@ -662,6 +663,8 @@ function renderSections() {
     if (p && p.rej && p.rej.reason) why.push(p.rej.reason);
     else if (p && !p.mod && p.live && p.live.reason) why.push(p.live.reason);
     if (g) why.push(gateLine(g));
+    const f = p && (p.mod ? p.mod.faithfulness : p.rej ? p.rej.faithfulness : null);
+    if (f) why.push(`faithfulness: support ${pct(f.support, 0)} (threshold ${pct(f.threshold, 0)}), coverage ${pct(f.coverage, 0)}`);
     if (why.length) li.append(h("span", { class: "why small", text: why.join(" · ") }));
     const actions = h("span", { class: "actions small" });
     if (g) { const svg = intervalSvg(g, p.state, ciScale); if (svg) actions.append(svg); }
@@ -731,7 +734,7 @@ function diffView(original, proposed) {
 // -- the gate: what the baseline said, and the combination's decision --------------------------
 function renderGate() {
   const r = S.report && S.report.kind === "compress" ? S.report : null;
-  const show = !!(r && (r.gate || r.assessment || r.combined));
+  const show = !!(r && (r.gate || r.assessment || r.combined || r.ablation || r.sensitivity_unchecked));
   $("gate-box").hidden = !show;
   if (!show) return;
   const rows = [];
@@ -743,6 +746,12 @@ function renderGate() {
     if (a.detectable_drop != null) rows.push(["detectable drop", `${pct(a.detectable_drop)} at this run budget`]);
     if (a.failure) rows.push(["no evidence", a.failure]);
   }
+  if (r.ablation) {
+    const ab = r.ablation;
+    rows.push(["ablation", `${ab.sections.length} mutable section(s) emptied (-${int(ab.tokens)} tokens): ` +
+      (ab.noticed ? "noticed (rejected)" : "NOT noticed (non-inferior)") + (ab.stats ? ` — ${gateLine(ab.stats)}` : "")]);
+  }
+  if (r.sensitivity_unchecked) rows.push(["sensitivity", "unchecked (require_sensitivity: false): no decision is known to be protected"]);
   if (r.combined) rows.push(["combined", gateLine(r.combined)]);
   $("gate").replaceChildren(...rows.flatMap(([k, v]) => [h("dt", { text: k }), h("dd", { text: v })]));
 }

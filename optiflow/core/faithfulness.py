@@ -1,0 +1,228 @@
+"""Is a compression proposal still the section it replaces? A check before it costs an evaluation.
+
+A small model asked to shorten a section sometimes *answers* it instead: an output section became
+"The sentiment of this review is positive.", a task section "I'm ready to help. What's your next
+question?". A gate cannot refuse those when the dataset barely uses the section; this check
+refuses them by reading the text. It is pure (no model call) and measured on a labelled suite of
+(original, proposal, faithful?) pairs (``tests/core/faithfulness_suite.py``), where the
+threshold below was chosen.
+
+A proposal is refused, in this order, when it:
+
+1. is empty;
+2. reads as a chat reply rather than an instruction: a greeting, an offer of help, a question to
+   the user, "here is the shortened text" (:data:`CHAT`), where the original has no such phrase;
+3. states an answer label (one of the dataset's ``expected`` values) the original did not state;
+4. states exactly one answer label where the original stated two or more, in a short statement
+   (at most :data:`ANSWER_WORDS` other content words): it picked an answer;
+5. says something else: the share of its content words found in the original, each weighted by
+   its rarity (IDF over the prompt's sections and the dataset's inputs), is below
+   :data:`SUPPORT_THRESHOLD`. Compression deletes; it rarely needs new words.
+
+Coverage (the share of the original's weighted content the proposal keeps) is measured and shown
+but not required: an honest extreme compression ("Answer with one word: positive or negative.")
+keeps little, and whether that still works is the gate's question, not this check's.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.relevance import sample_text
+
+SUPPORT_THRESHOLD = 0.55
+"""Chosen on the labelled suite (``tests/core/test_faithfulness.py`` prints it): the lowest support
+among its faithful proposals is 0.69 (a paraphrase writing "GDPR" and "feed"), the highest among
+the unfaithful ones only this rule can catch is 0.41 (an invented rule); 0.55 is between them."""
+
+ANSWER_WORDS = 4
+"""A proposal stating one label with at most this many other content words is an answer
+("The sentiment of this review is positive.": 2), not a rule about that label."""
+
+MAX_LABELS = 30
+"""A dataset with more distinct ``expected`` values than this is not a label set."""
+
+_WORD = re.compile(r"[^\W\d_][^\W_]*|\d+")
+_STOP = frozenset(
+    """a an the my your our their his her its any some of for to about with on in at by from or and
+    is are was were be been am do does did have has had that this these those it i me we you he she
+    they them us can could would should will not no if so as but how what why when where who which
+    there here than then just also very each every one all only into out up down over same other
+    such more most less own both either neither nor too s t don't i'm it's you're let's""".split()  # noqa: SIM905
+)
+
+CHAT: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(p, re.IGNORECASE))
+    for name, p in (
+        (
+            "an offer of help",
+            r"\b(?:I(?:'m| am)|I(?:'ll| will)) (?:be )?(?:ready|happy|glad|here|delighted) to\b",
+        ),
+        ("an offer of help", r"\bhow (?:can|may) I (?:help|assist)\b"),
+        (
+            "a question to the user",
+            r"\bwhat(?:'s| is) (?:your|the) (?:next )?(?:question|task|request|review)\b",
+        ),
+        ("a question to the user", r"\b(?:do you|would you like|can you|could you) [^.?!]*\?"),
+        ("a greeting", r"^\W*(?:hello|hi|hey|greetings|good (?:morning|afternoon|evening))\b"),
+        ("a chat preamble", r"^\W*(?:sure|certainly|of course|absolutely|okay|ok|great)\b[,!.]"),
+        (
+            "a chat preamble",
+            r"\bhere(?:'s| is) (?:the|a|your) (?:shortened|compressed|rewritten|revised|new|shorter)\b",
+        ),
+        ("a chat preamble", r"\b(?:let me know|feel free to|I hope this helps)\b"),
+        ("a question to the user", r"\?\s*$"),
+    )
+)
+
+
+class FaithfulnessContext(Frozen):
+    """What the check knows of the job: its answer labels, and word rarity (IDF) over the prompt's
+    section bodies and the dataset's inputs."""
+
+    labels: tuple[str, ...] = ()
+    idf: dict[str, float] = {}
+    unseen_idf: float = 1.0
+
+
+class Faithfulness(Frozen):
+    """What the check measured on one proposal, and its verdict."""
+
+    faithful: bool
+    support: float
+    """IDF-weighted share of the proposal's content words that the original has."""
+    coverage: float
+    """IDF-weighted share of the original's content words the proposal keeps."""
+    threshold: float = SUPPORT_THRESHOLD
+    reason: str = ""
+    """Why it was refused ("" when faithful)."""
+
+    def line(self) -> str:
+        verdict = "faithful" if self.faithful else f"refused: {self.reason}"
+        return (
+            f"{verdict} (support {self.support:.0%}, threshold {self.threshold:.0%}, "
+            f"coverage {self.coverage:.0%})"
+        )
+
+
+def stem(word: str) -> str:
+    """A light stem: plural and a few common suffixes off, so "decides" meets "decide"."""
+    w = word.lower().replace("\u2019", "'")
+    for suffix, repl in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("ly", ""), ("s", "")):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 4 and not w.endswith("ss"):
+            return w[: len(w) - len(suffix)] + repl
+    return w
+
+
+def content_words(text: str) -> list[str]:
+    return [
+        stem(w) for w in _WORD.findall(text.replace("\u2019", "'")) if w.lower() not in _STOP and len(w) > 1
+    ]
+
+
+def labels_of(expected: Iterable[JSONValue]) -> tuple[str, ...]:
+    """The dataset's answer labels: its short string ``expected`` values, when there are 2 to
+    :data:`MAX_LABELS` distinct ones (a classification); else none."""
+    found = {
+        v.strip()
+        for v in expected
+        if isinstance(v, str) and v.strip() and len(v) <= 40 and len(v.split()) <= 3
+    }
+    return tuple(sorted(found)) if 2 <= len(found) <= MAX_LABELS else ()
+
+
+def context_for(
+    documents: Sequence[str], inputs: Iterable[JSONValue], expected: Iterable[JSONValue]
+) -> FaithfulnessContext:
+    """The context of a job: ``documents`` are the prompt's section bodies."""
+    docs = [set(content_words(d)) for d in (*documents, *(sample_text(i) for i in inputs))]
+    n = len(docs)
+    df: Counter[str] = Counter(w for d in docs for w in d)
+    idf = {w: math.log((n + 1) / (c + 1)) + 1.0 for w, c in df.items()}
+    return FaithfulnessContext(labels=labels_of(expected), idf=idf, unseen_idf=math.log(n + 1) + 1.0)
+
+
+def mentioned(labels: Sequence[str], text: str) -> tuple[str, ...]:
+    return tuple(
+        lab for lab in labels if re.search(rf"(?<![\w-]){re.escape(lab)}(?![\w-])", text, re.IGNORECASE)
+    )
+
+
+def _weights(words: Iterable[str], ctx: FaithfulnessContext) -> dict[str, float]:
+    return {w: ctx.idf.get(w, ctx.unseen_idf) for w in set(words)}
+
+
+def _has(vocabulary: set[str], word: str) -> bool:
+    return word in vocabulary or (
+        len(word) >= 6 and any(v[:6] == word[:6] for v in vocabulary if len(v) >= 6)
+    )
+
+
+def measure(original: str, proposal: str, ctx: FaithfulnessContext) -> tuple[float, float, list[str]]:
+    """(support, coverage, the proposal's words the original lacks, rarest first)."""
+    o, p = set(content_words(original)), set(content_words(proposal))
+    wp, wo = _weights(p, ctx), _weights(o, ctx)
+    new = [w for w in p if not _has(o, w)]
+    support = 1.0 - sum(wp[w] for w in new) / sum(wp.values()) if wp else 1.0
+    kept = sum(wo[w] for w in o if _has(p, w))
+    coverage = kept / sum(wo.values()) if wo else 1.0
+    return support, coverage, sorted(new, key=lambda w: -wp[w])
+
+
+def check(
+    original: str, proposal: str, ctx: FaithfulnessContext, threshold: float = SUPPORT_THRESHOLD
+) -> Faithfulness:
+    """The verdict on one proposal (see the module docstring for the rules, in order)."""
+    support, coverage, new = measure(original, proposal, ctx)
+
+    def verdict(reason: str = "") -> Faithfulness:
+        return Faithfulness(
+            faithful=not reason,
+            support=round(support, 4),
+            coverage=round(coverage, 4),
+            threshold=threshold,
+            reason=reason,
+        )
+
+    if not proposal.strip():
+        return verdict("the proposal is empty")
+    for what, pattern in CHAT:
+        m = pattern.search(proposal)
+        if m and not pattern.search(original):
+            return verdict(f"reads as a chat reply, not an instruction: {what} ({m.group(0).strip()!r})")
+    said, stated = mentioned(ctx.labels, original), mentioned(ctx.labels, proposal)
+    novel = [lab for lab in stated if lab not in said]
+    if novel:
+        return verdict(f"states the answer {novel[0]!r}, which the original did not state")
+    label_words = set(content_words(stated[0])) if stated else set()
+    others = [w for w in content_words(proposal) if w not in label_words]
+    if len(said) >= 2 and len(stated) == 1 and len(others) <= ANSWER_WORDS:
+        listed = ", ".join(repr(s) for s in said)
+        return verdict(
+            f"states the answer {stated[0]!r} where the original listed {len(said)} labels ({listed})"
+        )
+    if support < threshold:
+        words = ", ".join(new[:5])
+        return verdict(
+            f"says something the original does not: {support:.0%} of its content is in it (new: {words})"
+        )
+    return verdict()
+
+
+__all__ = [
+    "ANSWER_WORDS",
+    "CHAT",
+    "SUPPORT_THRESHOLD",
+    "Faithfulness",
+    "FaithfulnessContext",
+    "check",
+    "content_words",
+    "context_for",
+    "labels_of",
+    "measure",
+    "mentioned",
+]
