@@ -99,6 +99,11 @@ class Settings(BaseSettings):
         description="models a job document from HTTP may name besides the simulated optiflow/sim: "
         "litellm names, 'provider/*' for a provider's models",
     )
+    http_allow_sim: bool = Field(
+        default=True,
+        description="whether job documents from HTTP may use the simulated model optiflow/sim (a "
+        "production server need not run a test model for strangers)",
+    )
     model_policy: Path | None = Field(
         default=None,
         description="a YAML/JSON file: models (names, or {model, api_base}) and extra params that job "

@@ -82,6 +82,7 @@ SIM_PARAMS: frozenset[str] = frozenset(
         "sim_compress_drop_pct",
         "sim_style",
         "sim_rewrite_rules",
+        "sim_pass_dist",
     }
 )
 """The simulated model's options (:mod:`optiflow.llm.simulated`), allowed on ``optiflow/...`` models."""
@@ -111,10 +112,15 @@ class ModelPolicy(Frozen):
 
     @classmethod
     def build(
-        cls, models: Iterable[str | Mapping[str, Any] | AllowedModel] = (), params: Iterable[str] = ()
+        cls,
+        models: Iterable[str | Mapping[str, Any] | AllowedModel] = (),
+        params: Iterable[str] = (),
+        *,
+        allow_sim: bool = True,
     ) -> ModelPolicy:
-        """The simulated model and ``models``; :data:`SAFE_PARAMS` and ``params``."""
-        entries = [AllowedModel(model=SIM_MODEL)]
+        """The simulated model (unless ``allow_sim`` is False: a production server need not run a
+        test model for strangers) and ``models``; :data:`SAFE_PARAMS` and ``params``."""
+        entries = [AllowedModel(model=SIM_MODEL)] if allow_sim else []
         for m in models:
             entry = (
                 m
@@ -128,7 +134,8 @@ class ModelPolicy(Frozen):
         return cls(models=tuple(entries), params=SAFE_PARAMS | frozenset(params))
 
     def describe(self) -> str:
-        return ", ".join(m.model + (f" at {m.api_base}" if m.api_base else "") for m in self.models)
+        text = ", ".join(m.model + (f" at {m.api_base}" if m.api_base else "") for m in self.models)
+        return text or "none"
 
     # -- checks ---------------------------------------------------------------------------------
     def check(self, spec: CompressSpec | OptimizeSpec | MeasureSpec) -> None:
@@ -165,6 +172,11 @@ class ModelPolicy(Frozen):
                 field=base_field or field,
             )
         where = f" at {api_base!r}" if api_base else ""
+        if model.startswith(SIM_PREFIX) and not any(m.model == SIM_MODEL for m in self.models):
+            raise PolicyError(
+                f"the simulated model {model!r} is turned off on this server (OPTIFLOW_HTTP_ALLOW_SIM)",
+                field=field,
+            )
         raise PolicyError(
             f"model {model!r}{where} is not allowed on this server (allowed: {self.describe()}; "
             "OPTIFLOW_ALLOWED_MODELS / OPTIFLOW_MODEL_POLICY)",

@@ -135,8 +135,6 @@ _STOPWORDS = frozenset(
 )
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=[ \t]*(?:[-*\u2022]|\d+[.)])\s)")
 _WORD = re.compile(r"[a-z0-9]+")
-_EXPECTED = re.compile(r"<expected>(.*?)</expected>", re.S)
-_OUTPUT = re.compile(r"<output>(.*)</output>", re.S)
 _LABEL = r"(?P<label>[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)*)\b"
 _REPLY_WITH = r"(?i:\b(?:reply|respond|answer)\s+with\s+(?:the\s+)?(?:code|label)\s+)"
 HINT_RE = re.compile(
@@ -156,9 +154,17 @@ PARAM_RE = re.compile(
     re.M,
 )
 _OBSERVATION = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*(?P<value>-?\d+(?:\.\d+)?)\b")
-_SECTION = re.compile(r"<section>\n?(.*?)\n?</section>", re.S)
-_INPUT = re.compile(r"<input>(.*?)</input>", re.S)
 _VARIANT = re.compile(r"<variant>(\d+)</variant>")
+# Every match of RULE_RE, HINT_RE, POLICY_RE and DEFAULT_RE lies inside one segment of text between
+# two sentence ends (``!``, ``?``, or ``.`` not followed by a digit: a policy threshold may be
+# ``0.5``): no match contains one. So the parsers scan segment by segment, and only segments of at
+# most MAX_SENTENCE_CHARS that hold the phrase every match needs: a lazy ``[^.!?]*?`` from each of k
+# lead-ins in a segment of n characters costs k*n, which over a whole 120 KB section without a
+# sentence end took seconds with the GIL held. Bounded, a scan is linear in the text.
+MAX_SENTENCE_CHARS = 500
+_SEGMENT_END = re.compile(r"[!?]|\.(?!\d)")
+_REPLY_GATE = re.compile(r"(?i)\b(?:reply|respond|answer)\s+with\b")
+_HINT_GATE = re.compile(r"(?i)\b(?:filed|handled|logged|tracked|routed)\s+(?:under|as|with)\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +260,49 @@ def _keywords(text: str) -> frozenset[str]:
     return frozenset(_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOPWORDS)
 
 
+def _bounded_finditer(pattern: re.Pattern[str], text: str, gate: re.Pattern[str]) -> Iterator[re.Match[str]]:
+    """``pattern.finditer(text)`` for the sentence patterns, in time linear in ``text`` (see
+    :data:`MAX_SENTENCE_CHARS`): a segment longer than the bound is filler."""
+    start = 0
+    ends = [m.start() for m in _SEGMENT_END.finditer(text)]
+    ends.append(len(text))
+    for end in ends:
+        if 0 < end - start <= MAX_SENTENCE_CHARS and gate.search(text, start, end):
+            yield from pattern.finditer(text, start, end)
+        start = end + 1
+
+
+def is_rule(sentence: str) -> bool:
+    """Whether one sentence holds a rule (bounded like every sentence scan)."""
+    return next(_bounded_finditer(RULE_RE, sentence, _REPLY_GATE), None) is not None
+
+
+def _tagged(text: str, tag: str, *, last: bool = False) -> str | None:
+    """The text between ``<tag>`` and ``</tag>`` (the first closing one; ``last``: the last), by
+    plain string search: a regex ``<tag>(.*?)</tag>`` rescans to the end from every unclosed tag."""
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    i = text.find(opening)
+    if i < 0:
+        return None
+    j = text.rfind(closing) if last else text.find(closing, i + len(opening))
+    if j < i + len(opening):
+        return None
+    return text[i + len(opening) : j]
+
+
+def _all_tagged(text: str, tag: str) -> list[str]:
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    out: list[str] = []
+    i = text.find(opening)
+    while i >= 0:
+        j = text.find(closing, i + len(opening))
+        if j < 0:
+            break
+        out.append(text[i + len(opening) : j])
+        i = text.find(opening, j + len(closing))
+    return out
+
+
 def split_sentences(text: str) -> list[str]:
     """Sentences (split after ``.!?``, at blank lines and before bullets), whitespace collapsed."""
     return [" ".join(s.split()) for s in _SENTENCE_SPLIT.split(text) if s and s.strip()]
@@ -263,7 +312,7 @@ def split_sentences(text: str) -> list[str]:
 def parse_rules(system: str) -> tuple[Rule, ...]:
     """Every rule in a system prompt, in order."""
     rules: list[Rule] = []
-    for m in RULE_RE.finditer(system):
+    for m in _bounded_finditer(RULE_RE, system, _REPLY_GATE):
         topic = " ".join(m.group("topic").split())
         keywords = _keywords(topic)
         if keywords:
@@ -296,11 +345,11 @@ def compress_plan(body: str, drop_pct: float = 25.0) -> CompressPlan:
     kept: list[str] = []
     filler: list[str] = []
     for s in sentences:
-        (kept if RULE_RE.search(s) or "${" in s else filler).append(s)
+        (kept if "${" in s or is_rule(s) else filler).append(s)
     if not kept and sentences:
         kept.append(sentences[0])
         filler.remove(sentences[0])
-    droppable = [s for s in kept if RULE_RE.search(s) and "${" not in s]
+    droppable = [s for s in kept if "${" not in s and is_rule(s)]
     dropped: str | None = None
     h = hashlib.sha256(body.encode("utf-8")).hexdigest()
     if droppable and int(h[:8], 16) % 100 < drop_pct:
@@ -318,12 +367,12 @@ def _norm(text: str) -> str:
 
 
 def judge_reply(user: str) -> str:
-    expected = _EXPECTED.search(user)
-    output = _OUTPUT.search(user)
+    expected = _tagged(user, "expected")
+    output = _tagged(user, "output", last=True)
     if expected is None or output is None:
         return json.dumps({"score": 0.0, "reason": "no <expected> or <output> to compare"})
-    want = _norm(expected.group(1))
-    ok = bool(want) and want in _norm(output.group(1))
+    want = _norm(expected)
+    ok = bool(want) and want in _norm(output)
     reason = "the output contains the expected answer" if ok else "the expected answer is missing"
     return json.dumps({"score": 1.0 if ok else 0.0, "reason": reason})
 
@@ -431,7 +480,7 @@ def rewrite_plan(
     """What the simulated rewriter does to a section (see the module docstring)."""
     inputs = [_keywords(text) for text in failing_inputs]
     relevant: list[tuple[int, int, re.Match[str]]] = []
-    for position, m in enumerate(HINT_RE.finditer(body)):
+    for position, m in enumerate(_bounded_finditer(HINT_RE, body, _HINT_GATE)):
         keywords = _keywords(m.group("topic"))
         hits = sum(1 for words in inputs if keywords and keywords <= words)
         if hits:
@@ -453,10 +502,10 @@ def rewrite_plan(
 
 
 def rewrite_reply(user: str, per_call: int = 2) -> str:
-    section = _SECTION.search(user)
-    body = section.group(1) if section else ""
+    section = _tagged(user, "section")
+    body = "" if section is None else section.removeprefix("\n").removesuffix("\n")
     variant = _VARIANT.search(user)
-    plan = rewrite_plan(body, _INPUT.findall(user), int(variant.group(1)) if variant else 0, per_call)
+    plan = rewrite_plan(body, _all_tagged(user, "input"), int(variant.group(1)) if variant else 0, per_call)
     return plan.text
 
 
@@ -487,9 +536,9 @@ def parse_policy(system: str) -> Policy:
             m.group("label"),
             i,
         )
-        for i, m in enumerate(POLICY_RE.finditer(system))
+        for i, m in enumerate(_bounded_finditer(POLICY_RE, system, _REPLY_GATE))
     )
-    default = DEFAULT_RE.search(system)
+    default = next(_bounded_finditer(DEFAULT_RE, system, _REPLY_GATE), None)
     params: dict[str, float | tuple[str, ...]] = {}
     for m in PARAM_RE.finditer(system):
         value = m.group("value")
