@@ -165,12 +165,19 @@ def _limits_document(raw: str | None) -> object:
         return None
     text = raw.strip()
     if text[0] in "{[":
+        from optiflow.errors import ValidationError
+        from optiflow.files import check_document
+
         try:
-            return json.loads(text)
+            return check_document(json.loads(text), MODEL_LIMITS_ENV)
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"invalid JSON: {exc.msg} (column {exc.colno})", field=MODEL_LIMITS_ENV
             ) from None
+        except RecursionError:
+            raise ConfigError("nested too deep", field=MODEL_LIMITS_ENV) from None
+        except ValidationError as exc:
+            raise ConfigError(exc.message, field=MODEL_LIMITS_ENV) from None
     path = Path(text).expanduser()
     if not path.is_file():
         raise ConfigError(f"neither inline JSON nor an existing file: {text}", field=MODEL_LIMITS_ENV)

@@ -47,6 +47,7 @@ from pydantic import Field
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.model import ModelConfig
 from optiflow.core.rate_limits import RouteLimit
+from optiflow.errors import public_message
 from optiflow.llm import usage
 from optiflow.llm.limiter import (
     LEASE_MARGIN_S,
@@ -140,7 +141,7 @@ def is_transient(exc: BaseException) -> bool:
 def error_message(exc: BaseException) -> str:
     message = getattr(exc, "message", None)
     text = message if isinstance(message, str) and message else str(exc)
-    text = " ".join(text.split())
+    text = public_message(text) if text.strip() else ""  # no traceback, no server path
     return text or type(exc).__name__
 
 
