@@ -30,6 +30,9 @@ class ModelConfig(Frozen):
     model: str = Field(min_length=1)
     params: Mapping[str, JSONValue] = Field(default_factory=dict)
     api_base: str | None = None
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100)
+    """The environment variable holding the key for ``api_base``. A call to a non-default endpoint
+    carries this key or none: never the provider's own key (``OPENAI_API_KEY`` ...) by default."""
     timeout: StrictFloat = Field(default=60.0, gt=0, le=MAX_TIMEOUT_S)
     retries: StrictInt = Field(default=2, ge=0, le=10)
 

@@ -262,9 +262,9 @@ class Api:
 
         with outages_as_unavailable():
             spec = load_job_data(data, source=SOURCE, store=self.client.runtime.store)
-        self.policy.check(spec)  # the job's size caps are checked by submit's admission
+        self.policy.check(spec)  # the document; submit checks it again with the baseline tag's params
         with self._submit_lock, outages_as_unavailable():
-            return self.client.submit(spec).id
+            return self.client.submit(spec, policy=self.policy).id
 
     def job(self, job_id: str) -> dict[str, Any]:
         with outages_as_unavailable():
