@@ -88,15 +88,15 @@ def check_baseline(spec: AnySpec) -> None:
 
 
 def check_protect(spec: AnySpec) -> None:
-    """``gate.protect`` names samples of the dataset (a typo would protect nothing)."""
+    """``gate.protect`` names samples of the dataset, by id or by tag (a typo would protect nothing)."""
     gate = getattr(spec, "gate", None)
     protect = getattr(gate, "protect", ()) or ()
-    ids = {s.id for s in spec.dataset.samples}
-    unknown = [p for p in protect if p not in ids]
+    names = {s.id for s in spec.dataset.samples}.union(*(s.tags for s in spec.dataset.samples))
+    unknown = [p for p in protect if p not in names]
     if unknown:
         raise ValidationError(
-            f"unknown sample id(s) {', '.join(repr(u) for u in unknown[:5])}: protect names samples "
-            "of the dataset",
+            f"{', '.join(repr(u) for u in unknown[:5])}: neither a sample id nor a tag of the dataset "
+            "(protect names samples by id or by tag)",
             field="gate.protect",
         )
 

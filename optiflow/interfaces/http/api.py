@@ -192,6 +192,12 @@ def outages_as_unavailable() -> Iterator[None]:
         raise UnavailableError(
             "Redis does not answer; try again later", field="redis", code="redis_unavailable"
         ) from exc
+    except StoreError as exc:  # the Redis store wraps the outage (its message names the address)
+        if not isinstance(exc.__cause__, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+            raise
+        raise UnavailableError(
+            "Redis does not answer; try again later", field="redis", code="redis_unavailable"
+        ) from exc
     except kombu.exceptions.OperationalError as exc:
         raise UnavailableError(
             "the broker does not answer; try again later", field="broker", code="broker_unavailable"
