@@ -103,9 +103,9 @@ import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
+from optiflow.core.memo import DigestCache, digest
 from optiflow.core.model import MAX_SIM_LATENCY_MS
 from optiflow.llm import interrupt
 from optiflow.llm.markers import COMPRESS_MARKER, JUDGE_MARKER, REWRITE_MARKER
@@ -385,9 +385,24 @@ def split_sentences(text: str) -> list[str]:
     return [" ".join(s.split()) for s in _SENTENCE_SPLIT.split(text) if s and s.strip()]
 
 
-@lru_cache(maxsize=512)
+PARSE_CACHE_BYTES = 16 * 1024 * 1024
+"""What each parser's memo (rules, policies) may hold; keyed by a digest of the prompt, so the
+prompts themselves are not kept (issue 20)."""
+_RULES: DigestCache[tuple[Rule, ...]] = DigestCache(PARSE_CACHE_BYTES, max_entries=512)
+_POLICIES: DigestCache[Policy] = DigestCache(PARSE_CACHE_BYTES, max_entries=512)
+
+
+def clear_caches() -> None:
+    _RULES.clear()
+    _POLICIES.clear()
+
+
 def parse_rules(system: str) -> tuple[Rule, ...]:
     """Every rule in a system prompt, in order."""
+    return _RULES.get(digest(system), lambda: _parse_rules(system))
+
+
+def _parse_rules(system: str) -> tuple[Rule, ...]:
     rules: list[Rule] = []
     for m in _scan(_RULE_SCAN, system):
         topic = " ".join(m.group("topic").split())
@@ -602,9 +617,12 @@ class Policy:
     params: Mapping[str, float | tuple[str, ...]]
 
 
-@lru_cache(maxsize=512)
 def parse_policy(system: str) -> Policy:
     """The policy rules, the ``Otherwise`` label and the parameter lines of a system prompt."""
+    return _POLICIES.get(digest(system), lambda: _parse_policy(system))
+
+
+def _parse_policy(system: str) -> Policy:
     rules = tuple(
         PolicyRule(
             m.group("metric").lower(),
