@@ -273,3 +273,24 @@ def test_watch_during_a_redis_outage_is_one_line(
     code, _out, err = cli("watch", job_id, "--timeout", "5")
     assert code != 0 and "Traceback" not in err, err
     assert len([line for line in err.strip().splitlines() if line.strip()]) <= 2, err
+
+
+def test_a_stored_name_with_control_characters_is_printed_escaped(cli: Cli, home: Path) -> None:
+    """A row written before admission refused them (or straight into the database)."""
+    import uuid
+
+    from optiflow.core.progress import status_changed
+
+    spec = load_job_data(job_document(1), source="t")
+    with Client(embedded_settings(home)) as client:
+        client.runtime.jobs.create(
+            uuid.uuid4().hex,
+            spec.kind,
+            "evil\x1b]0;pwned\x07\x1b[2J",
+            spec.model_dump(mode="json"),
+            events=[status_changed("queued")],
+        )
+    code, out, err = cli("jobs")
+    assert code == 0, err
+    assert "\x1b" not in out and "\x07" not in out
+    assert "evil\\x1b]0;pwned\\x07\\x1b[2J" in out
