@@ -8,7 +8,7 @@ UV_VERSION ?= 0.13.9
 EXTRAS ?= --extra dev
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install uv demo test test-fast lint typecheck check check-deep bench bench-gate bench-optimize-noise chaos bench-limits bench-budget format clean lock
+.PHONY: install uv demo test test-fast lint typecheck check check-deep bench bench-gate bench-optimize-noise chaos bench-limits bench-budget bench-memory format clean lock
 
 uv:  ## uv itself, in its own small venv when the machine has none
 	@command -v uv >/dev/null 2>&1 || test -x $(VENV)-uv/bin/uv \
@@ -65,6 +65,9 @@ bench-limits:  ## the example job against a 1,200 rpm provider, 1/2/4 eval worke
 
 bench-budget:  ## the hard job budget's cost on the hot path (0 ms, 1/2 eval workers) and its overspend; writes bench/budget_results.md
 	$(PY) -m bench.budget --out bench/budget_results.md
+
+bench-memory:  ## 200 measure jobs of 1 MB documents through a real eval worker: its RSS stays within 100 MB; writes bench/memory_results.md
+	$(PY) -m bench.memory --out bench/memory_results.md
 
 clean:
 	rm -rf .optiflow .pytest_cache .mypy_cache .ruff_cache

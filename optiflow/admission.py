@@ -16,6 +16,7 @@ that would fail on every sample is refused now instead of failing later on a wor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from string import Template
 from typing import TYPE_CHECKING
@@ -23,8 +24,10 @@ from typing import TYPE_CHECKING
 from optiflow.checking import canonical, compile_pattern
 from optiflow.core.checks import CheckSpec, PythonCheck, RegexCheck, regex_pattern
 from optiflow.core.limits import check_limits
+from optiflow.core.model import check_params as check_model_params
+from optiflow.core.overrides import validate_overrides
 from optiflow.core.sections import SectionPath, path_str
-from optiflow.errors import ValidationError
+from optiflow.errors import OptiflowError, ValidationError
 
 if TYPE_CHECKING:
     from optiflow.core.dataset import Dataset
@@ -35,11 +38,67 @@ if TYPE_CHECKING:
 def admit(spec: AnySpec, settings: Settings) -> None:
     """ValidationError naming the field for the first reason the job cannot run."""
     check_limits(spec, settings.job_limits)
+    check_printable(spec)
+    check_baseline(spec)
+    check_protect(spec)
     check_check(spec.check, spec.dataset, settings.python_checks)
     bodies = {s.path: s.body for s in spec.prompt.sections}
     bodies.update((ov.path, ov.body) for ov in spec.baseline_overrides if ov.path in bodies)
     params = check_templates(bodies, spec.prompt.user)
     check_params(params, spec.dataset)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def check_printable(spec: AnySpec) -> None:
+    """A job name and sample ids reach terminals (``optiflow jobs``, reports): no control
+    character (an escape sequence can set a window title or clear the screen)."""
+    names = [("name", spec.name)]
+    names += [(f"dataset: sample {s.id!r}: id", s.id) for s in spec.dataset.samples]
+    for field, text in names:
+        m = _CONTROL.search(text)
+        if m is not None:
+            raise ValidationError(f"control character {m.group()!r} is not allowed", field=field)
+
+
+def check_baseline(spec: AnySpec) -> None:
+    """The document's ``baseline_overrides`` name sections of the prompt that are not frozen, made
+    against their current bodies; the baseline's effective model (the job's model with
+    ``baseline_model_params``, e.g. from the baseline tag's snapshot) is one that can run."""
+    descriptor = spec.prompt.descriptor()
+    known = {s.path for s in descriptor.sections}
+    for i, ov in enumerate(spec.baseline_overrides):
+        if ov.path not in known:
+            raise ValidationError(
+                f"unknown section {path_str(ov.path)!r} (sections: "
+                f"{', '.join(path_str(p) for p in sorted(known))})",
+                field=f"baseline_overrides.{i}.path",
+            )
+        try:
+            validate_overrides(descriptor, [ov])
+        except OptiflowError as exc:
+            raise ValidationError(exc.message, field=f"baseline_overrides.{i}", code=exc.code) from None
+    if spec.baseline_model_params:
+        effective = spec.model.with_params(spec.baseline_model_params)
+        try:
+            check_model_params(effective.model, effective.params, "baseline_model_params")
+        except ValueError as exc:
+            raise ValidationError(str(exc), field="baseline_model_params") from None
+
+
+def check_protect(spec: AnySpec) -> None:
+    """``gate.protect`` names samples of the dataset, by id or by tag (a typo would protect nothing)."""
+    gate = getattr(spec, "gate", None)
+    protect = getattr(gate, "protect", ()) or ()
+    names = {s.id for s in spec.dataset.samples}.union(*(s.tags for s in spec.dataset.samples))
+    unknown = [p for p in protect if p not in names]
+    if unknown:
+        raise ValidationError(
+            f"{', '.join(repr(u) for u in unknown[:5])}: neither a sample id nor a tag of the dataset "
+            "(protect names samples by id or by tag)",
+            field="gate.protect",
+        )
 
 
 def check_check(check: CheckSpec, dataset: Dataset, python_checks: Iterable[str]) -> None:
@@ -101,4 +160,12 @@ def check_params(used: Mapping[str, str], dataset: Dataset) -> None:
         )
 
 
-__all__ = ["admit", "check_check", "check_params", "check_templates"]
+__all__ = [
+    "admit",
+    "check_baseline",
+    "check_check",
+    "check_params",
+    "check_printable",
+    "check_protect",
+    "check_templates",
+]

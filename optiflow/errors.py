@@ -7,6 +7,8 @@ optiflow refused", or one of the direct subclasses for a family.
 
 from __future__ import annotations
 
+import re
+
 
 class OptiflowError(Exception):
     """Root of every optiflow error. ``code`` is stable; ``field`` names the offending input."""
@@ -92,3 +94,24 @@ __all__ = [
     "StoreError",
     "ValidationError",
 ]
+
+
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\n\s+File \"")
+# an absolute path of two or more parts (not the path of a URL: no word, ':', '/' or '.' before it)
+_PATH = re.compile(r"(?<![\w:/.~-])(?:[A-Za-z]:)?[\\/](?:[\w.@+~-]+[\\/])+(?P<name>[\w.@+~-]*)")
+MAX_PUBLIC_MESSAGE = 1000
+
+
+def public_message(text: str) -> str:
+    """An error text fit for a job's result, an event or an API answer: no traceback (what
+    follows ``Traceback (most recent call last)`` is cut), no server path (an absolute path keeps
+    only its last part), one line, at most :data:`MAX_PUBLIC_MESSAGE` characters. The full error
+    goes to the log."""
+    cut = _TRACEBACK.search(text)
+    if cut is not None:
+        text = text[: cut.start()]
+    text = _PATH.sub(lambda m: m.group("name") or "<path>", text)
+    text = " ".join(text.split()).rstrip(" :")
+    if len(text) > MAX_PUBLIC_MESSAGE:
+        text = text[: MAX_PUBLIC_MESSAGE - 3] + "..."
+    return text or "internal error"

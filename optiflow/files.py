@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,11 +21,53 @@ from optiflow.errors import ValidationError
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
+MAX_DEPTH = 64
+"""The deepest nesting of any document optiflow reads (a job, a prompt, a dataset, the model
+limits, an HTTP body): the deepest real one is about 8. One limit for every path."""
+
+
+def check_document(data: Any, source: str) -> Any:
+    """``data`` as parsed (YAML, JSON), walked without recursion: nested at most
+    :data:`MAX_DEPTH` deep, and every number finite (``1e400`` and ``.inf`` parse to infinity: a
+    timeout or a latency of infinity would pin a thread). ValidationError naming the field."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValidationError(f"nested deeper than {MAX_DEPTH} levels", field=source)
+        if isinstance(value, float) and not math.isfinite(value):
+            where = f"{source}: {path}" if path else source
+            raise ValidationError(f"{value} is not a finite number", field=where)
+        if isinstance(value, dict):
+            stack.extend(
+                (item, f"{path}.{key}" if path else str(key), depth + 1) for key, item in value.items()
+            )
+        elif isinstance(value, list | tuple):
+            stack.extend((item, f"{path}.{i}" if path else str(i), depth + 1) for i, item in enumerate(value))
+    return data
+
+
+def parse_json(text: str | bytes, source: str) -> Any:
+    """JSON text as :func:`check_document` allows it (no NaN, no infinity, at most MAX_DEPTH deep)."""
+
+    def no_constant(name: str) -> Any:
+        raise ValidationError(f"not JSON: {name} is not a number JSON allows", field=source)
+
+    try:
+        data = json.loads(text, parse_constant=no_constant)
+    except RecursionError:
+        raise ValidationError(f"nested deeper than {MAX_DEPTH} levels", field=source) from None
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, or an int of > 4300 digits
+        raise ValidationError(f"invalid JSON: {exc}", field=source) from None
+    return check_document(data, source)
+
 
 def read_yaml(path: Path) -> Any:
     text = read_text(path)
     try:
-        return yaml.safe_load(text)
+        return check_document(yaml.safe_load(text), str(path))
+    except RecursionError:  # PyYAML composes recursively: a few hundred levels exhaust the stack
+        raise ValidationError(f"nested deeper than {MAX_DEPTH} levels", field=str(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -34,7 +77,7 @@ def read_yaml(path: Path) -> Any:
 
 def read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # a byte-order mark (Excel's "CSV UTF-8") is dropped
     except FileNotFoundError:
         raise ValidationError("file not found", field=str(path)) from None
     except IsADirectoryError:
@@ -86,7 +129,11 @@ def load_dataset(path: str | Path, *, name: str | None = None) -> Dataset:
             if not line.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                rows.append(check_document(json.loads(line), f"{p}: line {n}"))
+            except RecursionError:
+                raise ValidationError(
+                    f"line {n}: nested deeper than {MAX_DEPTH} levels", field=str(p)
+                ) from None
             except json.JSONDecodeError as exc:
                 raise ValidationError(f"line {n}: invalid JSON: {exc.msg}", field=str(p)) from None
     elif suffix in (".yaml", ".yml"):

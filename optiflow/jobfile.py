@@ -22,7 +22,14 @@ from optiflow.core.kinds import KINDS
 from optiflow.core.measure.spec import MeasureSpec
 from optiflow.core.optimize.spec import OptimizeSpec
 from optiflow.errors import ValidationError
-from optiflow.files import dataset_from_rows, load_dataset, load_prompt, parse_model, read_yaml
+from optiflow.files import (
+    check_document,
+    dataset_from_rows,
+    load_dataset,
+    load_prompt,
+    parse_model,
+    read_yaml,
+)
 
 if TYPE_CHECKING:
     from optiflow.stores.base import OverridesStore
@@ -61,7 +68,7 @@ def load_job_data(
 
     Without ``base_dir`` no file is read: ``prompt`` must be inline or ``NS/KEY`` (with a
     ``store``) and ``dataset`` an inline list, which is what an HTTP body may carry."""
-    job = dict(data)
+    job = dict(check_document(data, source))
     if "kind" not in job:  # stored specs written before this rule still read as compress (parse_spec)
         raise ValidationError(f"required: one of {', '.join(KINDS)}", field=f"{source}: kind")
     kind = job["kind"]

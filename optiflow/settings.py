@@ -99,6 +99,11 @@ class Settings(BaseSettings):
         description="models a job document from HTTP may name besides the simulated optiflow/sim: "
         "litellm names, 'provider/*' for a provider's models",
     )
+    http_allow_sim: bool = Field(
+        default=True,
+        description="whether job documents from HTTP may use the simulated model optiflow/sim (a "
+        "production server need not run a test model for strangers)",
+    )
     model_policy: Path | None = Field(
         default=None,
         description="a YAML/JSON file: models (names, or {model, api_base}) and extra params that job "
@@ -160,12 +165,19 @@ def _limits_document(raw: str | None) -> object:
         return None
     text = raw.strip()
     if text[0] in "{[":
+        from optiflow.errors import ValidationError
+        from optiflow.files import check_document
+
         try:
-            return json.loads(text)
+            return check_document(json.loads(text), MODEL_LIMITS_ENV)
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"invalid JSON: {exc.msg} (column {exc.colno})", field=MODEL_LIMITS_ENV
             ) from None
+        except RecursionError:
+            raise ConfigError("nested too deep", field=MODEL_LIMITS_ENV) from None
+        except ValidationError as exc:
+            raise ConfigError(exc.message, field=MODEL_LIMITS_ENV) from None
     path = Path(text).expanduser()
     if not path.is_file():
         raise ConfigError(f"neither inline JSON nor an existing file: {text}", field=MODEL_LIMITS_ENV)

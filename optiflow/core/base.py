@@ -15,7 +15,7 @@ MAX_NAME_LENGTH = 200
 class Frozen(BaseModel):
     """Immutable model used for everything that crosses a process boundary."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 Verbosity = Literal["minimal", "summary", "full"]

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.compress.spec import CompressSpec
@@ -82,6 +82,7 @@ SIM_PARAMS: frozenset[str] = frozenset(
         "sim_compress_drop_pct",
         "sim_style",
         "sim_rewrite_rules",
+        "sim_pass_dist",
     }
 )
 """The simulated model's options (:mod:`optiflow.llm.simulated`), allowed on ``optiflow/...`` models."""
@@ -100,9 +101,25 @@ class AllowedModel(Frozen):
 
     model: str = Field(min_length=1)
     api_base: str | None = None
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100)
+    """The environment variable holding this endpoint's own key, or None: no key is sent. The
+    server's provider keys never go to an endpoint an entry names."""
 
-    def allows(self, model: str, api_base: str | None) -> bool:
-        return fnmatchcase(model, self.model) and _same_base(api_base, self.api_base)
+    @model_validator(mode="after")
+    def _own_key(self) -> AllowedModel:
+        if self.api_key_env is not None and self.api_base is None:
+            raise ValueError(
+                f"{self.model}: api_key_env names the key of an entry's own api_base; without one, "
+                "the provider's default endpoint and key are used"
+            )
+        return self
+
+    def allows(self, model: str, api_base: str | None, api_key_env: str | None = None) -> bool:
+        return (
+            fnmatchcase(model, self.model)
+            and _same_base(api_base, self.api_base)
+            and api_key_env == self.api_key_env
+        )
 
 
 class ModelPolicy(Frozen):
@@ -111,10 +128,15 @@ class ModelPolicy(Frozen):
 
     @classmethod
     def build(
-        cls, models: Iterable[str | Mapping[str, Any] | AllowedModel] = (), params: Iterable[str] = ()
+        cls,
+        models: Iterable[str | Mapping[str, Any] | AllowedModel] = (),
+        params: Iterable[str] = (),
+        *,
+        allow_sim: bool = True,
     ) -> ModelPolicy:
-        """The simulated model and ``models``; :data:`SAFE_PARAMS` and ``params``."""
-        entries = [AllowedModel(model=SIM_MODEL)]
+        """The simulated model (unless ``allow_sim`` is False: a production server need not run a
+        test model for strangers) and ``models``; :data:`SAFE_PARAMS` and ``params``."""
+        entries = [AllowedModel(model=SIM_MODEL)] if allow_sim else []
         for m in models:
             entry = (
                 m
@@ -128,7 +150,8 @@ class ModelPolicy(Frozen):
         return cls(models=tuple(entries), params=SAFE_PARAMS | frozenset(params))
 
     def describe(self) -> str:
-        return ", ".join(m.model + (f" at {m.api_base}" if m.api_base else "") for m in self.models)
+        text = ", ".join(m.model + (f" at {m.api_base}" if m.api_base else "") for m in self.models)
+        return text or "none"
 
     # -- checks ---------------------------------------------------------------------------------
     def check(self, spec: CompressSpec | OptimizeSpec | MeasureSpec) -> None:
@@ -151,12 +174,20 @@ class ModelPolicy(Frozen):
 
     def check_model(self, config: ModelConfig, field: str) -> None:
         self.check_name(config.model, config.api_base, f"{field}.model", f"{field}.api_base")
+        if not any(m.allows(config.model, config.api_base, config.api_key_env) for m in self.models):
+            entry = next(m for m in self.models if m.allows(config.model, config.api_base, m.api_key_env))
+            raise PolicyError(
+                f"{config.api_key_env!r}: the key of {config.model!r}"
+                + (f" at {config.api_base!r}" if config.api_base else "")
+                + f" is the server's choice ({entry.api_key_env or 'none'})",
+                field=f"{field}.api_key_env",
+            )
         self.check_params(config.params, f"{field}.params", config)
 
     def check_name(self, model: str, api_base: str | None, field: str, base_field: str | None = None) -> None:
         """``model`` at ``api_base`` must be listed; ``field`` names the model, ``base_field`` the
         endpoint (default ``field``)."""
-        if any(m.allows(model, api_base) for m in self.models):
+        if any(m.allows(model, api_base, m.api_key_env) for m in self.models):
             return
         if api_base is not None and any(m.allows(model, None) for m in self.models):
             raise PolicyError(
@@ -165,6 +196,11 @@ class ModelPolicy(Frozen):
                 field=base_field or field,
             )
         where = f" at {api_base!r}" if api_base else ""
+        if model.startswith(SIM_PREFIX) and not any(m.model == SIM_MODEL for m in self.models):
+            raise PolicyError(
+                f"the simulated model {model!r} is turned off on this server (OPTIFLOW_HTTP_ALLOW_SIM)",
+                field=field,
+            )
         raise PolicyError(
             f"model {model!r}{where} is not allowed on this server (allowed: {self.describe()}; "
             "OPTIFLOW_ALLOWED_MODELS / OPTIFLOW_MODEL_POLICY)",

@@ -34,6 +34,7 @@ from optiflow.core.step import EvalTarget, Hold, ProposalError, RewriteReply, Se
 from optiflow.core.workflow import Transition
 from optiflow.distributed.budget import with_budget
 from optiflow.distributed.publishing import batched
+from optiflow.errors import public_message
 from optiflow.persistence.jobs import JobRecord, JobStatus
 
 if TYPE_CHECKING:
@@ -167,6 +168,8 @@ def complete(
 ) -> OptimizeResult | None:
     """End the job once: persist, remove temp tags, reply under the job id. None when the job was
     not in one of ``only_from`` (someone else ended or started it first)."""
+    if error is not None:  # a job's error is shown to whoever submitted it: no traceback, no path
+        error = public_message(error)
     result = OptimizeResult(
         job_id=rec.id, kind=rec.kind, status=status, report=report, error=error, completed_at=now()
     )

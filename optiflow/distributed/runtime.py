@@ -10,14 +10,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 from optiflow.core.dataset import Sample
 from optiflow.core.kinds import AnySpec, parse_spec, workflow_for
+from optiflow.core.memo import DigestCache
 from optiflow.core.overrides import PromptOverrides
 from optiflow.core.records import Event
 from optiflow.core.workflow import Workflow
@@ -36,23 +36,26 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class _LRU:
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.data: OrderedDict[Any, Any] = OrderedDict()
-        self.lock = threading.Lock()
+SPEC_CACHE_BYTES = 64 * 1024 * 1024
+"""About what a process keeps of its jobs' specs (and the samples and workflows derived from them):
+a job's spec can be megabytes, so the memo is capped by their size, not only by their number."""
 
-    def get(self, key: Any, make: Any) -> Any:
-        with self.lock:
-            if key in self.data:
-                self.data.move_to_end(key)
-                return self.data[key]
-        value = make()
-        with self.lock:
-            self.data[key] = value
-            while len(self.data) > self.size:
-                self.data.popitem(last=False)
-        return value
+
+def _text_size(value: Any) -> int:
+    """The characters of the strings in a JSON value (without recursion): what a spec weighs."""
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item) + 50
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+            total += 50 * len(item)
+        elif isinstance(item, list):
+            stack.extend(item)
+        else:
+            total += 30
+    return total
 
 
 class Listener(Protocol):
@@ -128,10 +131,12 @@ class Runtime:
     def __init__(self, settings: Settings, *, embedded: bool) -> None:
         self.settings = settings
         self.embedded = embedded
-        self._specs = _LRU(64)
-        self._samples = _LRU(64)
-        self._workflows = _LRU(64)
-        self._tags = _LRU(1024)
+        # keyed by job id; each costs about its stored spec's size (see spec())
+        self._specs: DigestCache[Any] = DigestCache(SPEC_CACHE_BYTES, max_entries=64)
+        self._samples: DigestCache[Any] = DigestCache(SPEC_CACHE_BYTES, max_entries=64)
+        self._workflows: DigestCache[Any] = DigestCache(SPEC_CACHE_BYTES, max_entries=64)
+        self._spec_bytes: dict[str, int] = {}
+        self._tags: DigestCache[Any] = DigestCache(SPEC_CACHE_BYTES, max_entries=1024)
 
     @cached_property
     def redis(self) -> redis.Redis[Any]:
@@ -206,22 +211,32 @@ class Runtime:
         return _LocalEvents()
 
     # -- memoized per process -------------------------------------------------------------------
+    def _cost(self, job_id: str) -> Callable[[Any], int]:
+        return lambda _value: self._spec_bytes.get(job_id, 1024)
+
     def spec(self, job_id: str) -> AnySpec:
         def load() -> AnySpec:
-            return parse_spec(self.jobs.get(job_id).spec)
+            raw = self.jobs.get(job_id).spec
+            spec = parse_spec(raw)
+            self._spec_bytes[job_id] = _text_size(raw)
+            while len(self._spec_bytes) > 1024:  # sizes of jobs long gone
+                self._spec_bytes.pop(next(iter(self._spec_bytes)))
+            return spec
 
-        spec: AnySpec = self._specs.get(job_id, load)
+        spec: AnySpec = self._specs.get(job_id, load, self._cost(job_id))
         return spec
 
     def workflow(self, job_id: str) -> Workflow[Any]:
         """A workflow holds only its job's immutable spec (and what it derives from it, such as
         the dataset's word weights for probes): one per job and process."""
-        wf: Workflow[Any] = self._workflows.get(job_id, lambda: workflow_for(self.spec(job_id), job_id))
+        wf: Workflow[Any] = self._workflows.get(
+            job_id, lambda: workflow_for(self.spec(job_id), job_id), self._cost(job_id)
+        )
         return wf
 
     def sample(self, job_id: str, sample_id: str) -> Sample:
         by_id: dict[str, Sample] = self._samples.get(
-            job_id, lambda: {s.id: s for s in self.spec(job_id).dataset.samples}
+            job_id, lambda: {s.id: s for s in self.spec(job_id).dataset.samples}, self._cost(job_id)
         )
         return by_id[sample_id]
 

@@ -26,7 +26,7 @@ from optiflow.core.faithfulness import FaithfulnessContext, context_for
 from optiflow.core.sections import SectionPath, parse_path
 from optiflow.core.step import Hold, ProposalError, SectionEdit
 from optiflow.distributed.scratch import cache_key
-from optiflow.errors import BudgetExhaustedError, OptiflowError
+from optiflow.errors import BudgetExhaustedError, OptiflowError, public_message
 from optiflow.llm.compress import ProposalRefused
 from optiflow.llm.usage import metered
 
@@ -51,6 +51,7 @@ def evaluate_one(
     """One evaluation. ``probe_step``: it is one of that step's probe evaluations (its answer is
     counted); ``hold``: it waits for the step's probes first (:func:`await_probes`)."""
     from optiflow.evaluator import evaluate_rendered, render_failure
+    from optiflow.llm.interrupt import stop_when
     from optiflow.llm.limiter import limited_by, while_waiting
 
     if hold is not None:
@@ -92,7 +93,13 @@ def evaluate_one(
         fresh = None
     else:
         # the runtime's limiter for the call, and a limiter's wait keeps the job's beat (no stall)
-        with limited_by(rt.limiter), while_waiting(lambda: rt.scratch.beat(job_id)), metered() as meter:
+        # a cancel (or the job's end) wakes a call sleeping in the simulated model's latency
+        with (
+            limited_by(rt.limiter),
+            while_waiting(lambda: rt.scratch.beat(job_id)),
+            stop_when(lambda: rt.scratch.cancelled(job_id)),
+            metered() as meter,
+        ):
             result = evaluate_rendered(
                 rendered=rendered,
                 sample=sample,
@@ -150,7 +157,9 @@ def propose_one(rt: Runtime, job_id: str, path_text: str) -> dict[str, Any]:
         return {"proposal_error": refusal(path, exc).model_dump(mode="json")}
     except Exception as exc:  # a proposal failure skips the section; the job goes on
         log.warning("job %s: compressing %s failed: %s", job_id, path_text, exc)
-        return {"proposal_error": ProposalError(path=path, error=str(exc)).model_dump(mode="json")}
+        return {
+            "proposal_error": ProposalError(path=path, error=public_message(str(exc))).model_dump(mode="json")
+        }
     return {"edit": edit.model_dump(mode="json")}
 
 
@@ -164,7 +173,7 @@ def rewrite_one(rt: Runtime, job_id: str, request: dict[str, Any]) -> dict[str, 
     try:
         _check_budget(rt, job_id)
     except BudgetExhaustedError as exc:
-        return {"rewrite": RewriteReply(id=req.id, error=str(exc)).model_dump(mode="json")}
+        return {"rewrite": RewriteReply(id=req.id, error=public_message(str(exc))).model_dump(mode="json")}
     from optiflow.llm.limiter import limited_by, while_waiting
 
     with limited_by(rt.limiter), while_waiting(lambda: rt.scratch.beat(job_id)), _charged(rt, job_id):

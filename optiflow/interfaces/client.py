@@ -29,6 +29,7 @@ from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.experiment import TEMP_TAG_PREFIX
 from optiflow.core.kinds import AnySpec, parse_spec
 from optiflow.core.overrides import STABLE, Applied, check_tag
+from optiflow.core.policy import ModelPolicy, PolicyError
 from optiflow.core.progress import run_finished, status_changed
 from optiflow.core.result import OptimizeResult
 from optiflow.errors import JobError, ValidationError
@@ -142,13 +143,29 @@ class Client:
             self._worker = None
 
     # -- submission ---------------------------------------------------------------------------
-    def submit(self, spec: AnySpec) -> JobHandle:
-        """Validate, snapshot the baseline tag's overrides into the spec, persist, enqueue."""
+    def submit(self, spec: AnySpec, *, policy: ModelPolicy | None = None) -> JobHandle:
+        """Validate, snapshot the baseline tag's overrides into the spec, persist, enqueue.
+
+        ``policy`` (the HTTP server's): the job is checked against it as it will run, after the
+        snapshot adds the tag's stored model params (a tag an operator wrote may name another
+        model or an endpoint): :class:`~optiflow.core.policy.PolicyError` naming the tag."""
         field, tag = kinds.base_tag(spec)
         check_tag(tag)
         if tag.startswith(TEMP_TAG_PREFIX):
             raise ValidationError(f"tags starting with {TEMP_TAG_PREFIX!r} are temporary", field=field)
-        spec = self._with_baseline_snapshot(spec)
+        if policy is not None:
+            policy.check(spec)  # the document as sent: errors name its fields
+        snapshot = self._with_baseline_snapshot(spec)
+        if policy is not None and snapshot is not spec:
+            try:
+                policy.check(snapshot)  # the effective configuration
+            except PolicyError as exc:
+                raise PolicyError(
+                    f"the baseline tag {tag!r} of {spec.prompt.ns}/{spec.prompt.key} stores model params "
+                    f"this server's policy refuses ({exc.field}: {exc.message})",
+                    field=field,
+                ) from None
+        spec = snapshot
         admit(spec, self.settings)  # everything a job needs, checked before anything is written
         job_id = uuid.uuid4().hex
         created = self.runtime.jobs.create(

@@ -47,6 +47,7 @@ from pydantic import Field
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.model import ModelConfig
 from optiflow.core.rate_limits import RouteLimit
+from optiflow.errors import public_message
 from optiflow.llm import usage
 from optiflow.llm.limiter import (
     LEASE_MARGIN_S,
@@ -140,7 +141,7 @@ def is_transient(exc: BaseException) -> bool:
 def error_message(exc: BaseException) -> str:
     message = getattr(exc, "message", None)
     text = message if isinstance(message, str) and message else str(exc)
-    text = " ".join(text.split())
+    text = public_message(text) if text.strip() else ""  # no traceback, no server path
     return text or type(exc).__name__
 
 
@@ -290,6 +291,18 @@ def _safe_is_transient(exc: BaseException) -> bool:
         return False
 
 
+NO_KEY = "optiflow-no-key"
+"""What a call to a non-default endpoint without a key of its own carries: a value litellm accepts
+as a key (an empty one makes it fall back to the provider's, e.g. ``OPENAI_API_KEY``)."""
+
+
+def endpoint_key(config: ModelConfig) -> str:
+    """The key a call to ``config``'s own endpoint carries: the variable ``api_key_env`` names,
+    else :data:`NO_KEY`. Never the provider's default key: it is for the provider's endpoint."""
+    key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
+    return key or NO_KEY
+
+
 def _call_once(
     litellm: Any,
     config: ModelConfig,
@@ -310,6 +323,8 @@ def _call_once(
     )
     if config.api_base:
         kwargs["api_base"] = config.api_base
+    if (config.api_base or params.get("api_base") or params.get("base_url")) and not params.get("api_key"):
+        kwargs["api_key"] = endpoint_key(config)
     ttft_ms: float | None = None
     if stream:
         kwargs["stream"] = True

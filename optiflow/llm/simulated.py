@@ -101,15 +101,17 @@ provider in ``optional_params``):
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hashlib
 import json
 import re
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
+from optiflow.core.memo import DigestCache, digest
+from optiflow.core.model import MAX_SIM_LATENCY_MS
+from optiflow.llm import interrupt
 from optiflow.llm.markers import COMPRESS_MARKER, EXTRACT_MARKER, JUDGE_MARKER, REWRITE_MARKER
 from optiflow.llm.noise import parse_pass_dist, pass_probability, passes, prompt_digest, unit
 from optiflow.llm.tokens import count_tokens
@@ -139,8 +141,6 @@ _STOPWORDS = frozenset(
 )
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=[ \t]*(?:[-*\u2022]|\d+[.)])\s)")
 _WORD = re.compile(r"[a-z0-9]+")
-_EXPECTED = re.compile(r"<expected>(.*?)</expected>", re.S)
-_OUTPUT = re.compile(r"<output>(.*)</output>", re.S)
 _LABEL = r"(?P<label>[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)*)\b"
 _REPLY_WITH = r"(?i:\b(?:reply|respond|answer)\s+with\s+(?:the\s+)?(?:code|label)\s+)"
 HINT_RE = re.compile(
@@ -160,9 +160,52 @@ PARAM_RE = re.compile(
     re.M,
 )
 _OBSERVATION = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*(?P<value>-?\d+(?:\.\d+)?)\b")
-_SECTION = re.compile(r"<section>\n?(.*?)\n?</section>", re.S)
-_INPUT = re.compile(r"<input>(.*?)</input>", re.S)
 _VARIANT = re.compile(r"<variant>(\d+)</variant>")
+# Every match of RULE_RE, HINT_RE, POLICY_RE and DEFAULT_RE lies inside one segment of text between
+# two sentence ends (``!``, ``?``, or ``.`` not followed by a digit: a policy threshold may be
+# ``0.5``): no match contains one. Inside a segment, a match starts at a lead-in ("When a customer
+# asks about", "When the", "Otherwise", "Questions about") and ends with a tail ("reply with code
+# LABEL", "are filed under LABEL"). Run from every lead-in, the patterns' lazy scans cost k*n for k
+# lead-ins in n characters (a 120 KB section of one repeated lead-in: seconds, with the GIL held).
+# :func:`_scan` finds the same matches in linear time: it lists the segment's lead-ins, tails and
+# stops once, picks by bisection the one tail a lead-in's match can end with, and runs the pattern
+# only on that window.
+_SEGMENT_END = re.compile(r"[!?]|\.(?!\d)")
+_REPLY_TAIL = re.compile(_REPLY_WITH + _LABEL)
+_RULE_LEAD = re.compile(
+    r"(?i:\bwhen\s+(?:a|an|the)\s+(?:customer|user|client|caller)\s+"
+    r"(?:asks|writes|enquires|inquires)\s+(?:us\s+)?(?:about|regarding)\s+)"
+)
+_POLICY_LEAD = re.compile(r"(?i:\bwhen\s+)")
+_DEFAULT_LEAD = re.compile(r"(?i:\botherwise\b)")
+_HINT_LEAD = re.compile(r"(?i:\bquestions?\s+(?:about|regarding|on)\s+)")
+_HINT_TAIL = re.compile(
+    r"(?<=\s)(?i:(?:are|is)\s+(?:filed|handled|logged|tracked|routed)\s+(?:under|as|with)\s+)"
+    r"(?:(?i:(?:the\s+)?(?:code|label)\s+))?" + _LABEL
+)
+_TOPIC_STOP = re.compile(r"[,.;:]")  # within a segment: what ends a topic (RULE_RE, HINT_RE)
+_POLICY_STOP = re.compile(r"[,;:]|\.(?!\d)")
+_DOT = re.compile(r"\.")
+
+
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    """How to find ``pattern``'s matches from its ``lead`` and ``tail`` (see :func:`_scan`).
+    ``stop``: the characters a match's part before its tail cannot cross; ``comma``: the first
+    stop after the lead-in must be a comma and the tail comes after it (rules, policy rules),
+    else the tail comes before the first stop (hints)."""
+
+    pattern: re.Pattern[str]
+    lead: re.Pattern[str]
+    tail: re.Pattern[str]
+    stop: re.Pattern[str] | None
+    comma: bool = True
+
+
+_RULE_SCAN = _Scan(RULE_RE, _RULE_LEAD, _REPLY_TAIL, _TOPIC_STOP)
+_POLICY_SCAN = _Scan(POLICY_RE, _POLICY_LEAD, _REPLY_TAIL, _POLICY_STOP)
+_DEFAULT_SCAN = _Scan(DEFAULT_RE, _DEFAULT_LEAD, _REPLY_TAIL, None)
+_HINT_SCAN = _Scan(HINT_RE, _HINT_LEAD, _HINT_TAIL, _TOPIC_STOP, comma=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +241,7 @@ _ERRORS: dict[str, tuple[int, str]] = {
     "server": (503, "simulated outage: service temporarily unavailable"),
     "auth": (401, "simulated authentication failure: invalid API key"),
     "bad_request": (400, "simulated bad request: the request was rejected"),
+    "cancelled": (499, "the job was cancelled: the simulated call was abandoned"),
 }
 
 
@@ -229,8 +273,13 @@ class SimOptions:
                 parse_pass_dist(str(pass_dist))
             except ValueError as exc:
                 raise SimulatedError("bad_request", 400, str(exc)) from None
+        latency_ms = float(params.get("sim_latency_ms", 0.0) or 0.0)
+        for name, value in (("sim_latency_ms", latency_ms), ("sim_ttft_ms", ttft)):
+            if value is not None and not 0 <= float(value) <= MAX_SIM_LATENCY_MS:
+                message = f"{name} must be between 0 and {MAX_SIM_LATENCY_MS:g} ms"
+                raise SimulatedError("bad_request", 400, message)
         return cls(
-            latency_ms=float(params.get("sim_latency_ms", 0.0) or 0.0),
+            latency_ms=latency_ms,
             ttft_ms=None if ttft is None else float(ttft),
             noise=float(params.get("sim_noise", 0.0) or 0.0),
             error_rate=float(params.get("sim_error_rate", 0.0) or 0.0),
@@ -258,16 +307,108 @@ def _keywords(text: str) -> frozenset[str]:
     return frozenset(_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOPWORDS)
 
 
+def _scan(scan: _Scan, text: str) -> Iterator[re.Match[str]]:
+    """``scan.pattern.finditer(text)``, in time linear in ``text``."""
+    start = 0
+    ends = [m.start() for m in _SEGMENT_END.finditer(text)]
+    ends.append(len(text))
+    for end in ends:
+        if end > start:
+            yield from _scan_segment(scan, text, start, end)
+        start = end + 1
+
+
+def _scan_segment(scan: _Scan, text: str, start: int, end: int) -> Iterator[re.Match[str]]:
+    tails = [(m.start(), m.end()) for m in scan.tail.finditer(text, start, end)]
+    if not tails:
+        return
+    tail_starts = [t[0] for t in tails]
+    stops = [] if scan.stop is None else [m.start() for m in scan.stop.finditer(text, start, end)]
+    dots = [m.start() for m in _DOT.finditer(text, start, end)]
+    pos = start
+    for lead in scan.lead.finditer(text, start, end):
+        if lead.start() < pos:
+            continue
+        after, limit = lead.end(), end
+        if scan.stop is not None:
+            i = bisect.bisect_left(stops, after)
+            if scan.comma:  # the part before the tail ends with a comma: the first stop
+                if i == len(stops) or text[stops[i]] != ",":
+                    continue
+                after = stops[i] + 1
+            elif i < len(stops):  # the tail comes before the first stop
+                limit = stops[i]
+        j = bisect.bisect_left(tail_starts, after)
+        if j == len(tails):
+            break  # no tail after this lead-in, so none after a later one
+        tail_start, tail_end = tails[j]
+        if tail_end > limit:
+            continue
+        d = bisect.bisect_left(dots, after)
+        if d < len(dots) and dots[d] < tail_start:  # a lazy [^.!?]*? cannot cross a decimal point
+            continue
+        m = scan.pattern.match(text, lead.start(), tail_end)
+        if m is not None:
+            yield m
+            pos = m.end()
+
+
+def is_rule(sentence: str) -> bool:
+    """Whether one sentence holds a rule (bounded like every sentence scan)."""
+    return next(_scan(_RULE_SCAN, sentence), None) is not None
+
+
+def _tagged(text: str, tag: str, *, last: bool = False) -> str | None:
+    """The text between ``<tag>`` and ``</tag>`` (the first closing one; ``last``: the last), by
+    plain string search: a regex ``<tag>(.*?)</tag>`` rescans to the end from every unclosed tag."""
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    i = text.find(opening)
+    if i < 0:
+        return None
+    j = text.rfind(closing) if last else text.find(closing, i + len(opening))
+    if j < i + len(opening):
+        return None
+    return text[i + len(opening) : j]
+
+
+def _all_tagged(text: str, tag: str) -> list[str]:
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    out: list[str] = []
+    i = text.find(opening)
+    while i >= 0:
+        j = text.find(closing, i + len(opening))
+        if j < 0:
+            break
+        out.append(text[i + len(opening) : j])
+        i = text.find(opening, j + len(closing))
+    return out
+
+
 def split_sentences(text: str) -> list[str]:
     """Sentences (split after ``.!?``, at blank lines and before bullets), whitespace collapsed."""
     return [" ".join(s.split()) for s in _SENTENCE_SPLIT.split(text) if s and s.strip()]
 
 
-@lru_cache(maxsize=512)
+PARSE_CACHE_BYTES = 16 * 1024 * 1024
+"""What each parser's memo (rules, policies) may hold; keyed by a digest of the prompt, so the
+prompts themselves are not kept (issue 20)."""
+_RULES: DigestCache[tuple[Rule, ...]] = DigestCache(PARSE_CACHE_BYTES, max_entries=512)
+_POLICIES: DigestCache[Policy] = DigestCache(PARSE_CACHE_BYTES, max_entries=512)
+
+
+def clear_caches() -> None:
+    _RULES.clear()
+    _POLICIES.clear()
+
+
 def parse_rules(system: str) -> tuple[Rule, ...]:
     """Every rule in a system prompt, in order."""
+    return _RULES.get(digest(system), lambda: _parse_rules(system))
+
+
+def _parse_rules(system: str) -> tuple[Rule, ...]:
     rules: list[Rule] = []
-    for m in RULE_RE.finditer(system):
+    for m in _scan(_RULE_SCAN, system):
         topic = " ".join(m.group("topic").split())
         keywords = _keywords(topic)
         if keywords:
@@ -300,11 +441,11 @@ def compress_plan(body: str, drop_pct: float = 25.0) -> CompressPlan:
     kept: list[str] = []
     filler: list[str] = []
     for s in sentences:
-        (kept if RULE_RE.search(s) or "${" in s else filler).append(s)
+        (kept if "${" in s or is_rule(s) else filler).append(s)
     if not kept and sentences:
         kept.append(sentences[0])
         filler.remove(sentences[0])
-    droppable = [s for s in kept if RULE_RE.search(s) and "${" not in s]
+    droppable = [s for s in kept if "${" not in s and is_rule(s)]
     dropped: str | None = None
     h = hashlib.sha256(body.encode("utf-8")).hexdigest()
     if droppable and int(h[:8], 16) % 100 < drop_pct:
@@ -335,12 +476,12 @@ def _norm(text: str) -> str:
 
 
 def judge_reply(user: str) -> str:
-    expected = _EXPECTED.search(user)
-    output = _OUTPUT.search(user)
+    expected = _tagged(user, "expected")
+    output = _tagged(user, "output", last=True)
     if expected is None or output is None:
         return json.dumps({"score": 0.0, "reason": "no <expected> or <output> to compare"})
-    want = _norm(expected.group(1))
-    ok = bool(want) and want in _norm(output.group(1))
+    want = _norm(expected)
+    ok = bool(want) and want in _norm(output)
     reason = "the output contains the expected answer" if ok else "the expected answer is missing"
     return json.dumps({"score": 1.0 if ok else 0.0, "reason": reason})
 
@@ -450,7 +591,7 @@ def rewrite_plan(
     """What the simulated rewriter does to a section (see the module docstring)."""
     inputs = [_keywords(text) for text in failing_inputs]
     relevant: list[tuple[int, int, re.Match[str]]] = []
-    for position, m in enumerate(HINT_RE.finditer(body)):
+    for position, m in enumerate(_scan(_HINT_SCAN, body)):
         keywords = _keywords(m.group("topic"))
         hits = sum(1 for words in inputs if keywords and keywords <= words)
         if hits:
@@ -472,10 +613,10 @@ def rewrite_plan(
 
 
 def rewrite_reply(user: str, per_call: int = 2) -> str:
-    section = _SECTION.search(user)
-    body = section.group(1) if section else ""
+    section = _tagged(user, "section")
+    body = "" if section is None else section.removeprefix("\n").removesuffix("\n")
     variant = _VARIANT.search(user)
-    plan = rewrite_plan(body, _INPUT.findall(user), int(variant.group(1)) if variant else 0, per_call)
+    plan = rewrite_plan(body, _all_tagged(user, "input"), int(variant.group(1)) if variant else 0, per_call)
     return plan.text
 
 
@@ -495,9 +636,12 @@ class Policy:
     params: Mapping[str, float | tuple[str, ...]]
 
 
-@lru_cache(maxsize=512)
 def parse_policy(system: str) -> Policy:
     """The policy rules, the ``Otherwise`` label and the parameter lines of a system prompt."""
+    return _POLICIES.get(digest(system), lambda: _parse_policy(system))
+
+
+def _parse_policy(system: str) -> Policy:
     rules = tuple(
         PolicyRule(
             m.group("metric").lower(),
@@ -506,9 +650,9 @@ def parse_policy(system: str) -> Policy:
             m.group("label"),
             i,
         )
-        for i, m in enumerate(POLICY_RE.finditer(system))
+        for i, m in enumerate(_scan(_POLICY_SCAN, system))
     )
-    default = DEFAULT_RE.search(system)
+    default = next(_scan(_DEFAULT_SCAN, system), None)
     params: dict[str, float | tuple[str, ...]] = {}
     for m in PARAM_RE.finditer(system):
         value = m.group("value")
@@ -585,14 +729,23 @@ def _sentence(rule: Rule | None) -> str:
     )
 
 
+def _sleep(seconds: float) -> None:
+    """Sleep, ending early when the call's job is cancelled (:mod:`optiflow.llm.interrupt`)."""
+    try:
+        interrupt.sleep(seconds)
+    except interrupt.Interrupted:
+        status, message = _ERRORS["cancelled"]
+        raise SimulatedError("cancelled", status, message) from None
+
+
 def wait_out(seconds: float, timeout_s: float | None) -> None:
     """Sleep ``seconds``; past the call's timeout, sleep only the timeout and fail as a provider's
-    timeout does."""
+    timeout does. A cancelled job's call stops sleeping and fails (permanent: not retried)."""
     if timeout_s is not None and seconds > timeout_s:
-        time.sleep(timeout_s)
+        _sleep(timeout_s)
         kind = "timeout"
         raise SimulatedError(kind, _ERRORS[kind][0], f"simulated timeout: no answer within {timeout_s:g}s")
-    time.sleep(seconds)
+    _sleep(seconds)
 
 
 def timeout_seconds(value: Any) -> float | None:
@@ -622,6 +775,7 @@ def make_handler(litellm: Any) -> Any:
             "server": litellm.ServiceUnavailableError,
             "auth": litellm.AuthenticationError,
             "bad_request": litellm.BadRequestError,
+            "cancelled": litellm.BadRequestError,  # permanent: never retried
         }[err.kind]
         raise exc_type(**kw) from None
 
@@ -670,13 +824,19 @@ def make_handler(litellm: Any) -> Any:
                     wait_out(total_s, timeout_s)
                 except SimulatedError as err:
                     raise_litellm(err)
-            if ttft > 0:
-                time.sleep(ttft / 1000.0)
+            try:
+                if ttft > 0:
+                    _sleep(ttft / 1000.0)
+            except SimulatedError as err:
+                raise_litellm(err)
             rest = max(0.0, opts.latency_ms - ttft) / 1000.0
             for i, piece in enumerate(pieces):
                 last = i == len(pieces) - 1
                 if last and rest > 0:
-                    time.sleep(rest)
+                    try:
+                        _sleep(rest)
+                    except SimulatedError as err:
+                        raise_litellm(err)
                 yield {
                     "text": piece,
                     "is_finished": last,

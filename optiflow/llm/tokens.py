@@ -18,6 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from optiflow.core.memo import DigestCache, digest
+
 if TYPE_CHECKING:
     import tiktoken
 
@@ -89,7 +91,6 @@ def _encoder(name: str) -> tiktoken.Encoding | None:
             return None
 
 
-@lru_cache(maxsize=4096)
 def _count(text: str, name: str) -> int:
     enc = _encoder(name)
     if enc is None:
@@ -97,11 +98,16 @@ def _count(text: str, name: str) -> int:
     return len(enc.encode(text, disallowed_special=()))
 
 
+_COUNTS: DigestCache[int] = DigestCache(max_bytes=4096 * 128, max_entries=4096)
+"""Counts by a digest of (encoding, text): the texts themselves are not kept (issue 20)."""
+
+
 def count_tokens(text: str, model: str | None = None) -> int:
     """Number of tokens of ``text`` for ``model`` (default encoding cl100k_base)."""
     if not text:
         return 0
-    return _count(text, encoding_name(model))
+    name = encoding_name(model)
+    return _COUNTS.get(digest(name, text), lambda: _count(text, name), size=lambda _: 128)
 
 
 __all__ = [

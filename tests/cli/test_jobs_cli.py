@@ -255,8 +255,9 @@ def test_cancel_queued_job_then_report(cli: Cli, home: Path, queued_job: str) ->
     assert rc == 1  # a report of a job that did not complete: printed, and the exit code says so
     assert f"job {queued_job}: cancelled" in out
     refused(cli("apply", queued_job), "job_error", "job", "cancelled")
-    rc, out, _ = cli("cancel", queued_job)  # again: harmless
-    assert rc == 0 and out.strip() == f"job {queued_job} already cancelled: nothing to cancel"
+    rc, out, err = cli("cancel", queued_job)  # again: a conflict, as HTTP's 409 (issue 20); harmless
+    assert rc == 2 and out == ""
+    assert err.strip() == f"error[job_conflict]: job: job {queued_job} already cancelled: nothing to cancel"
     assert job_rows(home) == [(queued_job, "cancelled")]
 
 

@@ -22,6 +22,7 @@ import pytest
 
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job_data
+from optiflow.llm.completion import NO_KEY
 from tests.security.conftest import AUTH, TOKEN, Serve, job_ids
 from tests.support.http import job_document
 
@@ -144,14 +145,119 @@ def test_an_operator_allowed_provider_still_cannot_choose_its_endpoint_or_creden
 def test_the_operator_keeps_full_control_and_the_listener_does_catch_a_call(
     client: Client, listener: Listener, key_in_env: None
 ) -> None:
-    """The same document through the Python client (the operator) calls the listener with the
-    server's key: the vector is real, and the listener sees it when it happens."""
-    doc = {
-        **job_document(1),
-        "strategy": {"type": "rule"},
-        "model": {"model": "openai/gpt-4o-mini", "api_base": listener.url, "retries": 0, "timeout": 10},
-    }
+    """The same document through the Python client (the operator) calls the listener: the vector
+    is real, and the listener sees it when it happens. Even the operator's endpoint gets the
+    provider's key only when the model names it (``api_key_env``); by default it gets none
+    (issue 20)."""
+    model = {"model": "openai/gpt-4o-mini", "api_base": listener.url, "retries": 0, "timeout": 10}
+    doc = {**job_document(1), "strategy": {"type": "rule"}, "model": model}
     result = client.submit(load_job_data(doc, source="operator")).wait(timeout=60)
     assert listener.requests, result
-    headers = {k.lower(): v for k, v in listener.requests[0]["headers"].items()}
-    assert headers.get("authorization") == f"Bearer {KEY}"
+    assert {authorization(r) for r in listener.requests} == {f"Bearer {NO_KEY}"}
+    listener.requests.clear()
+    doc = {**doc, "model": {**model, "api_key_env": "OPENAI_API_KEY"}}
+    client.submit(load_job_data(doc, source="operator")).wait(timeout=60)
+    assert listener.requests and {authorization(r) for r in listener.requests} == {f"Bearer {KEY}"}
+
+
+def authorization(request: dict[str, Any]) -> str | None:
+    return {k.lower(): v for k, v in request["headers"].items()}.get("authorization")
+
+
+def _store_tag(client: Client, tag: str, params: dict[str, Any]) -> None:
+    prompt = load_job_data(job_document(1), source="t").prompt
+    client.runtime.store.store(prompt.descriptor(), [], tag=tag, model_params=params, replace=True)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"model": "openai/gpt-4o-mini", "api_base": "LISTENER"},
+        {"model": "openai/gpt-4o-mini"},
+        {"base_url": "LISTENER"},
+        {"api_key": "sk-other", "model": "openai/gpt-4o-mini"},
+    ],
+    ids=["provider model at the listener", "provider model", "base_url", "api_key"],
+)
+def test_a_stored_tags_model_params_are_checked_as_the_job_will_run(
+    serve: Serve, client: Client, listener: Listener, key_in_env: None, params: dict[str, Any]
+) -> None:
+    """A tag an operator wrote (``apply`` of a CLI job) names a provider model at a listener; an
+    HTTP measure job of that tag, whose document says optiflow/sim, is refused: 403 naming the
+    tag. Before, the policy saw only the document and the listener got the server's key."""
+    params = {k: listener.url if v == "LISTENER" else v for k, v in params.items()}
+    _store_tag(client, "operator-made", params)
+    before = job_ids(client)
+    doc = {k: v for k, v in job_document(2).items() if k in ("name", "prompt", "dataset", "check", "model")}
+    doc = {**doc, "kind": "measure", "runs": 1, "tag": "operator-made"}
+    with serve() as server:
+        response = httpx.post(f"{server.url}/api/jobs", json=doc, timeout=30)
+    assert response.status_code == 403, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["field"]) == ("policy_violation", "tag"), error
+    assert "'operator-made'" in error["message"]
+    assert job_ids(client) == before and listener.requests == []
+
+
+def test_a_policy_endpoint_gets_its_own_key_or_none_never_the_servers(
+    serve: Serve,
+    client: Client,
+    listener: Listener,
+    key_in_env: None,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An operator allows ``openai/local`` at an endpoint: documents may use it, and the calls
+    carry the entry's own key (``api_key_env``) or none, never ``OPENAI_API_KEY``."""
+    import yaml
+
+    monkeypatch.setenv("LOCAL_LLM_KEY", "local-key-123")
+    policy = tmp_path / "models.yaml"
+    policy.write_text(
+        yaml.safe_dump(
+            {
+                "models": [
+                    {"model": "openai/local", "api_base": listener.url},
+                    {"model": "openai/keyed", "api_base": listener.url + "/", "api_key_env": "LOCAL_LLM_KEY"},
+                ]
+            }
+        )
+    )
+    doc = {**job_document(1), "strategy": {"type": "rule"}}
+    with serve(model_policy=policy) as server:
+        http = httpx.Client(base_url=server.url, timeout=30)
+        for model, key in [
+            ({"model": "openai/local", "api_base": listener.url}, NO_KEY),
+            (
+                {"model": "openai/keyed", "api_base": listener.url, "api_key_env": "LOCAL_LLM_KEY"},
+                "local-key-123",
+            ),
+        ]:
+            listener.requests.clear()
+            body = {**doc, "model": {**model, "retries": 0, "timeout": 10}}
+            response = http.post("/api/jobs", json=body)
+            assert response.status_code == 201, response.text
+            client.job(response.json()["id"]).wait(timeout=60)
+            assert listener.requests and {authorization(r) for r in listener.requests} == {f"Bearer {key}"}
+        # a document cannot pick the key: not the server's provider key, not another entry's
+        for model in [
+            {"model": "openai/local", "api_base": listener.url, "api_key_env": "OPENAI_API_KEY"},
+            {"model": "openai/keyed", "api_base": listener.url, "api_key_env": "OPENAI_API_KEY"},
+            {"model": "openai/keyed", "api_base": listener.url},
+        ]:
+            response = http.post("/api/jobs", json={**doc, "model": model})
+            assert response.status_code == 403, response.text
+            assert response.json()["error"]["field"] == "model.api_key_env"
+
+
+def test_a_policy_entry_names_a_key_only_for_its_own_endpoint(tmp_path: Any) -> None:
+    import yaml
+
+    from optiflow.errors import ConfigError
+    from optiflow.interfaces.http import load_model_policy
+    from optiflow.settings import Settings
+
+    policy = tmp_path / "models.yaml"
+    policy.write_text(yaml.safe_dump({"models": [{"model": "openai/*", "api_key_env": "OPENAI_API_KEY"}]}))
+    with pytest.raises(ConfigError, match="api_key_env"):
+        load_model_policy(Settings(model_policy=policy))

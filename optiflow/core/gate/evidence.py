@@ -6,6 +6,7 @@ gate anything to stand on. When it does not, :attr:`Assessment.failure` is one l
 cause, and the job must fail (:meth:`Assessment.require` raises :class:`NoEvidenceError`):
 
 - the baseline's error rate is over ``max_error_rate`` (errors are counted, never dropped);
+- no baseline run passed, under every gate and whatever the floor below (even 0);
 - its pass rate (over answered runs) is under ``min_baseline_pass_rate``: a check nothing passes
   makes "no regression" hold for every edit;
 - ``strict``: no sample passed every baseline run, so nothing can regress.
@@ -107,6 +108,12 @@ def assess(
             f"baseline pass rate {pass_rate:.1%} is under min_baseline_pass_rate "
             f"{spec.min_baseline_pass_rate:.1%}: the check passes (almost) nothing, so no edit can be shown "
             "not to regress"
+        )
+    elif passed == 0:  # whatever the floor (min_baseline_pass_rate: 0 included) and the gate
+        failure = (
+            f"no baseline run passed (0 of {answered} answered; min_baseline_pass_rate "
+            f"{spec.min_baseline_pass_rate:.1%} does not matter): the check passes nothing, so every edit "
+            "would look harmless"
         )
     elif gate == "strict" and not any(baseline.passed_every_run(s) for s in ids):
         failure = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -56,5 +57,14 @@ def parse_params(pairs: tuple[str, ...], field: str = "--param") -> dict[str, st
     return out
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped (``\x1b`` ...): what a job name or a sample id
+    stored before admission refused them can hold must not set a window title or clear a screen."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def echo(text: str = "") -> None:
-    click.echo(text)
+    click.echo(printable(text))

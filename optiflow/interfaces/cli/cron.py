@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import os
 import re
 import sys
@@ -48,12 +49,24 @@ def load_env_file(path: Path) -> dict[str, str]:
 
     if not path.is_file():
         raise ValidationError(f"no such file: {path}", field="--env-file")
+    from dotenv.parser import parse_stream
+
     try:
-        values = {k: v for k, v in dotenv_values(path).items() if v is not None}
+        text = path.read_text(encoding="utf-8")
+        values = dotenv_values(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise ValidationError(f"cannot read {path}: {exc}", field="--env-file") from None
-    os.environ.update(values)
-    return values
+    for binding in parse_stream(io.StringIO(text)):  # a garbage file would run on the defaults
+        if binding.error or (binding.key is not None and values.get(binding.key) is None):
+            line = binding.original.string.strip()[:60]
+            raise ValidationError(
+                f"{path}: line {binding.original.line}: not KEY=value: {line!r}", field="--env-file"
+            )
+    found = {k: v for k, v in values.items() if v is not None}
+    if not found:
+        raise ValidationError(f"{path}: no KEY=value line", field="--env-file")
+    os.environ.update(found)
+    return found
 
 
 def job_name(job_file: Path) -> str:

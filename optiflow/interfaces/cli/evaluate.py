@@ -7,12 +7,13 @@ Arguments are checked before the model is called; litellm is imported only when 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from optiflow.errors import ValidationError
+from optiflow.errors import ModelProviderError, ValidationError
 from optiflow.interfaces.cli._common import echo, opened_store, parse_params, settings, split_ref
 
 if TYPE_CHECKING:
@@ -180,6 +181,7 @@ def eval_command(
                 indent=2,
             )
         )
+        _all_errored(results, errors)
         return
     echo(
         f"{prompt.id}  tag {used_tag or '-'}  model {model.model}  check {check.type}  "
@@ -198,6 +200,16 @@ def eval_command(
     if errors:
         echo(f"errors               {len(errors)} (first: {errors[0].error})")
     echo(f"failing ({len(failing)})          {', '.join(failing) if failing else '-'}")
+    _all_errored(results, errors)
+
+
+def _all_errored(results: Sequence[Any], errors: Sequence[Any]) -> None:
+    """Every evaluation errored: nothing was measured, so the command fails (one line, exit 2)."""
+    if results and len(errors) == len(results):
+        raise ModelProviderError(
+            f"every evaluation errored ({len(errors)} of {len(results)}); first: {errors[0].error}",
+            field="--model",
+        )
 
 
 __all__ = ["eval_command", "parse_check"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, cast
 
 import click
 
-from optiflow.errors import JobError, NotFoundError, ValidationError
+from optiflow.errors import ConflictError, JobError, NotFoundError, ValidationError
 from optiflow.interfaces.cli._common import echo, settings
 
 if TYPE_CHECKING:
@@ -121,9 +122,25 @@ def write_history(report: AnyReport, root: Path) -> Path | None:
         return None
     relative, document = made
     path = root / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    except OSError as exc:
+        raise ValidationError(
+            f"cannot write the job's history file {path}: {exc.strerror or exc}", field="--history-dir"
+        ) from None
     return path
+
+
+def check_history_dir(root: Path) -> None:
+    """Refuse a ``--history-dir`` that cannot be written, before the job runs (ValidationError)."""
+    probe = root
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ValidationError(f"{probe} is not a directory", field="--history-dir")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ValidationError(f"{probe} is not writable", field="--history-dir")
 
 
 @click.command()
@@ -191,9 +208,12 @@ def run_submit(
         raise ValidationError(f"must be a rate between 0 and 1, got {fail_below}", field="--fail-below")
     if timeout is not None and not timeout > 0:
         raise ValidationError(f"must be a positive number of seconds, got {timeout}", field="--timeout")
+    if wait_:
+        check_history_dir(history_dir)
     with _client() as client:
         if client.runtime.embedded:
             wait_ = True  # the embedded worker lives in this process: stay until the job is done
+            check_history_dir(history_dir)
         started = time.monotonic()
         from optiflow.jobfile import load_job
 
@@ -279,7 +299,8 @@ def watch(job_id: str, verbosity: str, timeout: float | None) -> None:
         if client.runtime.embedded and job.status() == "running":
             echo(f"note: job {job_id} runs in the embedded worker of the process that submitted it")
         level = cast("Verbosity", verbosity)  # click.Choice checked it
-        result = watch_job(job, out=sys.stdout, verbosity=level, timeout=timeout)
+        with _lost_redis_ends_the_wait(job_id):
+            result = watch_job(job, out=sys.stdout, verbosity=level, timeout=timeout)
         if not result.ok:
             sys.exit(1)
 
@@ -306,6 +327,8 @@ def status(job_id: str) -> None:
 )
 def report(job_id: str, as_json: bool, history_dir: Path | None) -> None:
     """Print a finished job's report."""
+    if history_dir is not None:
+        check_history_dir(history_dir)
     with _job_client(job_id) as client:
         job = client.job(job_id)
         result = job.result()
@@ -337,9 +360,8 @@ def cancel(job_id: str) -> None:
     with _job_client(job_id) as client:
         job = client.job(job_id)
         status_ = job.status()
-        if status_ in ("completed", "failed", "cancelled"):
-            echo(f"job {job_id} already {status_}: nothing to cancel")
-            return
+        if status_ in ("completed", "failed", "cancelled"):  # HTTP answers 409 job_conflict
+            raise ConflictError(f"job {job_id} already {status_}: nothing to cancel", field="job")
         if job.runs_elsewhere(status_):
             from optiflow.interfaces.client import RUNS_ELSEWHERE
 

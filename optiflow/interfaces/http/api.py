@@ -9,6 +9,7 @@ job limits, and only then submitted, so a refused document writes nothing.
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 from collections.abc import Iterator, Mapping
@@ -30,6 +31,7 @@ from optiflow.errors import (
     StoreError,
     ValidationError,
 )
+from optiflow.files import MAX_DEPTH  # one depth limit for every document
 from optiflow.interfaces.client import RUNS_ELSEWHERE
 
 if TYPE_CHECKING:
@@ -41,7 +43,6 @@ MAX_LIMIT = 1000
 MEASURE_SCAN = 1000  # measure jobs read to find one prompt and tag's history (newest first)
 EVENT_BATCH = 500
 MAX_SEQ = 2**31 - 1  # an event seq is an INTEGER column (PostgreSQL: 32 bits)
-MAX_DEPTH = 64  # nesting of a job document (the deepest real one is about 8)
 JOB_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")  # what a job id can be (ours are uuid4 hex)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a prompt's ns or key, a tag
 
@@ -133,6 +134,8 @@ def check_json_values(data: Any) -> None:
             raise ValidationError(f"nested deeper than {MAX_DEPTH} levels", field=SOURCE)
         if isinstance(value, str):
             _check_text(value, path)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ValidationError(f"{value} is not a finite number", field=path or SOURCE)
         elif isinstance(value, dict):
             for key, item in value.items():
                 _check_text(key, path)
@@ -190,6 +193,12 @@ def outages_as_unavailable() -> Iterator[None]:
     try:
         yield
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise UnavailableError(
+            "Redis does not answer; try again later", field="redis", code="redis_unavailable"
+        ) from exc
+    except StoreError as exc:  # the Redis store wraps the outage (its message names the address)
+        if not isinstance(exc.__cause__, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+            raise
         raise UnavailableError(
             "Redis does not answer; try again later", field="redis", code="redis_unavailable"
         ) from exc
@@ -263,9 +272,9 @@ class Api:
 
         with outages_as_unavailable():
             spec = load_job_data(data, source=SOURCE, store=self.client.runtime.store)
-        self.policy.check(spec)  # the job's size caps are checked by submit's admission
+        self.policy.check(spec)  # the document; submit checks it again with the baseline tag's params
         with self._submit_lock, outages_as_unavailable():
-            return self.client.submit(spec).id
+            return self.client.submit(spec, policy=self.policy).id
 
     def job(self, job_id: str) -> dict[str, Any]:
         with outages_as_unavailable():

@@ -81,7 +81,7 @@ def load_model_policy(settings: Settings) -> ModelPolicy:
         models += list(data.get("models") or ())
         params += [str(p) for p in data.get("params") or ()]
     try:
-        return ModelPolicy.build(models, params)
+        return ModelPolicy.build(models, params, allow_sim=settings.http_allow_sim)
     except PydanticError as exc:
         raise ConfigError(
             f"a model entry is not a name or {{model, api_base}}: {exc}", field="model policy"
