@@ -168,6 +168,7 @@ def build(sc: Scenario) -> tuple[CompressSpec, dict[SectionPath, str]]:
             "min_section_tokens": sc.min_section_tokens,
             "fail_fast": sc.fail_fast,
             "gate": {"mode": sc.mode},
+            "require_sensitivity": False,  # seed 000 exactly: no ablation step
         }
     )
     edits = {p: body(s.kept, s.kept_filler) for p, s in zip(paths(sc), sc.sections, strict=True)}
@@ -288,15 +289,19 @@ def test_strict_compress_decides_as_seed_000(sc: Scenario) -> None:
             }
         ),
     ),
+    ablation=st.booleans(),
 )
-def test_no_compress_job_exceeds_its_step_bound(sc: Scenario, gate: dict[str, object] | None) -> None:
+def test_no_compress_job_exceeds_its_step_bound(
+    sc: Scenario, gate: dict[str, object] | None, ablation: bool
+) -> None:
     """Under any gate: the scenario's (strict, or auto on a deterministic model), or paired / auto
-    on any model, with protected samples (fail-fast watches them) and a small run cap."""
+    on any model, with protected samples (fail-fast watches them) and a small run cap; with the
+    ablation step (issue 23's default) or without."""
     spec, edits = build(sc)
+    update: dict[str, object] = {"require_sensitivity": ablation}
     if gate is not None:
-        spec = CompressSpec.model_validate(
-            {**spec.model_dump(), "gate": {**gate, "min_baseline_pass_rate": 0.0, "max_error_rate": 0.2}}
-        )
+        update["gate"] = {**gate, "min_baseline_pass_rate": 0.0, "max_error_rate": 0.2}
+    spec = CompressSpec.model_validate({**spec.model_dump(), **update})
     run = run_job(spec, model(sc), edits, inflight=sc.inflight, processes=sc.processes)
     event(f"gate: {gate['mode'] if gate else sc.mode}, steps: {len(run.steps)} of {run.max_steps}")
     assert run.outcome is not None
@@ -341,6 +346,7 @@ def test_a_greedy_chain_cut_by_a_rejection_hands_its_ids_to_no_other_set(fail_fa
             "min_section_tokens": 0,
             "fail_fast": fail_fast,
             "gate": {"mode": "strict"},
+            "require_sensitivity": False,
         }
     )
     edits = {("p1",): "Mention greet.", ("p2",): "Mention bye.", ("p3",): "Short.", ("p4",): "Short."}
