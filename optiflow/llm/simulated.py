@@ -466,9 +466,12 @@ def extract_reply(user: str, drop_pct: float = 25.0) -> str:
     same choice as :func:`compress_plan` on the pieces' text, so an extraction is rejected as
     often as a compression."""
     numbered = [(int(n), " ".join(t.split())) for n, t in _NUMBERED.findall(user)]
-    plan = compress_plan("\n".join(t for _, t in numbered), drop_pct)
+    # each piece its own paragraph, so the plan's sentences never span two pieces; a piece is kept
+    # when any of its sentences is (a piece may hold several, or end at ';' mid-sentence)
+    plan = compress_plan("\n\n".join(t for _, t in numbered), drop_pct)
     kept = set(plan.kept)
-    return ", ".join(str(n) for n, t in numbered if t in kept) or (str(numbered[0][0]) if numbered else "")
+    chosen = [n for n, t in numbered if any(x in kept for x in split_sentences(t))]
+    return ", ".join(map(str, chosen)) or (str(numbered[0][0]) if numbered else "")
 
 
 def _norm(text: str) -> str:

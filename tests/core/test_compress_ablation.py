@@ -135,3 +135,13 @@ def test_refused_proposals_are_in_the_history_as_rejections() -> None:
     tr = wf.advance(tr.state, StepResults(step=step, evals=evals, proposal_errors=(refused,)))
     (r,) = tr.rejections
     assert (r.reason_code, r.message, r.rationale, r.step_index) == ("unfaithful", "refused: x", "Hi!", 0)
+
+
+def test_a_job_with_no_edit_to_try_reports_no_ablation_rather_than_not_noticed() -> None:
+    """Every section under min_section_tokens: the job ends after the baseline, and its report has
+    no ablation (its placeholder would read "NOT noticed", the failure verdict)."""
+    report, steps = run_workflow(make_spec(min_section_tokens=10_000), answer, EDITS)
+    assert isinstance(report, OptimizationReport), report
+    assert [s.name for s in steps] == ["baseline"]
+    assert report.ablation is None
+    assert "NOT noticed" not in render(report)

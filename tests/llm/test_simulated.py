@@ -248,3 +248,17 @@ def test_judge_requests() -> None:
 
     assert grade("RFD-201", "Your code is rfd-201.") == 1.0
     assert grade("RFD-201", "Sorry, no idea.") == 0.0
+
+
+def test_an_extraction_keeps_a_rule_split_across_pieces_at_a_semicolon() -> None:
+    """The extractive strategy's pieces end at ';' where the simulator's sentences do not: a piece
+    is kept when any of its sentences is, so a rule is never lost to the split."""
+    from optiflow.llm.simulated import extract_reply
+
+    user = (
+        "[1] Be polite;\n"
+        "[2] when a customer asks about refunds, reply with code REFUND-1.\n"
+        "[3] We value every customer and their time very much.\n"
+    )
+    kept = {int(n) for n in extract_reply(user, drop_pct=0).split(", ")}
+    assert 2 in kept

@@ -24,6 +24,10 @@ UNCHECKED = "sensitivity unchecked (require_sensitivity: false)"
 """What the report says next to every decision of a job that did not run the ablation."""
 
 
+PENDING = "pending"
+"""An ablation's reason until its verdict: it has not run (yet)."""
+
+
 class Ablation(Frozen):
     """The ablation's verdict: ``noticed`` when the gate rejected the emptied prompt (the dataset
     notices the mutable sections), with the gate's statistics (drop and its interval)."""

@@ -42,7 +42,7 @@ from optiflow.core.actions import Action, Fail, Finish
 from optiflow.core.base import Frozen
 from optiflow.core.budget import budget_line
 from optiflow.core.checkpoint import JobState
-from optiflow.core.compress.ablation import ABLATION, Ablation, failure_line, mutable_sections
+from optiflow.core.compress.ablation import ABLATION, PENDING, Ablation, failure_line, mutable_sections
 from optiflow.core.compress.report import (
     Modification,
     OptimizationReport,
@@ -228,9 +228,7 @@ class CompressWorkflow:
             )
             tokens = sum(count_tokens(self.spec.effective_body(p)) for p in sections)
             state = state.model_copy(
-                update={
-                    "ablation": Ablation(sections=sections, tokens=tokens, noticed=False, reason="pending")
-                }
+                update={"ablation": Ablation(sections=sections, tokens=tokens, noticed=False, reason=PENDING)}
             )
         step = Step(
             index=0,
@@ -630,9 +628,7 @@ class CompressWorkflow:
             )
             return self._finish(state.model_copy(update={"pending": (), "rejected": undecided}), ())
         assert state.assessment is not None
-        decisions = {
-            s.suffix: decide(self.gate, state.assessment, state.baseline, s.outcomes) for s in state.pending
-        }
+        decisions = {s.suffix: self._decide(state, s) for s in state.pending}
         cut = [s for s in state.pending if not decisions[s.suffix].decided]
         if state.phase == "candidates":
             state = self._record(state, [s for s in state.pending if decisions[s.suffix].decided], decisions)
@@ -776,7 +772,9 @@ class CompressWorkflow:
             assessment=state.assessment,
             combined=state.combined,
             budget=state.budget,
-            ablation=state.ablation,
+            # only an ablation that ran: its placeholder (no edit to try, the budget ran out first)
+            # would read as "not noticed", the failure verdict
+            ablation=state.ablation if state.ablation and state.ablation.reason != PENDING else None,
             sensitivity_unchecked=not self.spec.require_sensitivity,
         )
         return state.model_copy(update={"phase": "done"}), Finish(report=report)

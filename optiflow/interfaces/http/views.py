@@ -243,7 +243,7 @@ def step_label(name: str) -> str:
     parts = name.split("-")
     if parts[0] == "greedy" and len(parts) == 3 and parts[2].isdigit():
         return f"greedy-{parts[1]} round {parts[2]}"
-    if parts[0] in ("candidates", "combined") and len(parts) == 2 and parts[1].isdigit():
+    if parts[0] in ("ablation", "candidates", "combined") and len(parts) == 2 and parts[1].isdigit():
         return f"{parts[0]} round {parts[1]}"
     return name
 
