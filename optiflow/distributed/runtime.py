@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from optiflow.core.dataset import Sample
 from optiflow.core.kinds import AnySpec, parse_spec, workflow_for
-from optiflow.core.memo import DigestCache
+from optiflow.core.memo import DigestCache, approx_size
 from optiflow.core.overrides import PromptOverrides
 from optiflow.core.records import Event
 from optiflow.core.workflow import Workflow
@@ -39,23 +39,6 @@ log = logging.getLogger(__name__)
 SPEC_CACHE_BYTES = 64 * 1024 * 1024
 """About what a process keeps of its jobs' specs (and the samples and workflows derived from them):
 a job's spec can be megabytes, so the memo is capped by their size, not only by their number."""
-
-
-def _text_size(value: Any) -> int:
-    """The characters of the strings in a JSON value (without recursion): what a spec weighs."""
-    total, stack = 0, [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            total += len(item) + 50
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-            total += 50 * len(item)
-        elif isinstance(item, list):
-            stack.extend(item)
-        else:
-            total += 30
-    return total
 
 
 class Listener(Protocol):
@@ -218,7 +201,7 @@ class Runtime:
         def load() -> AnySpec:
             raw = self.jobs.get(job_id).spec
             spec = parse_spec(raw)
-            self._spec_bytes[job_id] = _text_size(raw)
+            self._spec_bytes[job_id] = approx_size(raw)
             while len(self._spec_bytes) > 1024:  # sizes of jobs long gone
                 self._spec_bytes.pop(next(iter(self._spec_bytes)))
             return spec
