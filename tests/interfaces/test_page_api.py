@@ -194,6 +194,10 @@ def test_page_files_are_served_under_a_strict_policy(server: Server) -> None:
     assert "http://" not in html and "https://" not in html
     assert "'unsafe-inline'" not in PAGE_CSP and "script-src 'self'" in PAGE_CSP
     assert httpx.get(server.url + "/page/other.js").status_code == 404
+    # the best box says when the held-out test split did not confirm the best
+    script = httpx.get(server.url + "/page/page.js").text
+    assert "r.test.confirmed === false" in script
+    assert "not confirmed on held-out data: nothing is applied" in script
 
 
 # -- the views on records written by hand ---------------------------------------------------------
@@ -322,6 +326,38 @@ def test_the_jobs_list_says_what_each_finished_job_found() -> None:
     }
     assert (
         outcome(record(kind="optimize", result={"report": optimize}))["text"] == "best 0.875 (baseline 0.20)"
+    )
+    # a best the held-out test split did not confirm is no improvement (nothing is applied)
+    confirmed = {
+        **optimize,
+        "test": {"confirmed": True},
+        "gain_summary": "improved: held-out score 0.2 -> 0.9",
+    }
+    assert (
+        outcome(record(kind="optimize", result={"report": confirmed}))["text"] == "best 0.875 (baseline 0.20)"
+    )
+    for unconfirmed in (
+        {**optimize, "test": {"confirmed": False}},
+        {
+            **optimize,
+            "gain_summary": "not confirmed on held-out data: pass-rate gain +1.0%; nothing is applied",
+        },
+    ):
+        assert outcome(record(kind="optimize", result={"report": unconfirmed})) == {
+            "text": "best 0.875 (baseline 0.20) not confirmed on held-out data",
+            "bad": False,
+        }
+    in_sample = {
+        **optimize,
+        "gain_summary": "in-sample gain +5.0% [...]: not confirmed on held-out data (use splits)",
+    }
+    assert (
+        outcome(record(kind="optimize", result={"report": in_sample}))["text"] == "best 0.875 (baseline 0.20)"
+    )
+    kept = {**optimize, "best_candidate_id": "c0", "test": {"confirmed": None}}
+    assert (
+        outcome(record(kind="optimize", result={"report": kept}))["text"]
+        == "baseline 0.20 kept: no better candidate"
     )
     measure = {
         "kind": "measure",

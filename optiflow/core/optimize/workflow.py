@@ -211,25 +211,70 @@ class OptimizeWorkflow:
         return started(state, step, events=events)
 
     @property
+    def max_rounds(self) -> int:
+        """The most steps one selection takes (an iteration's candidates, or the test): one under
+        ``none`` / ``mann_whitney``; under ``auto`` / ``paired`` (the rule ``auto`` picks is not
+        known before the baseline) the race's first round, one per ``round_runs`` up to
+        ``max_runs`` and as many for the best's runs that errored (each such round adds one of its
+        runs), as compress's ``CompressWorkflow.max_rounds``."""
+        acc = self.spec.acceptance
+        if not acc.sequential:
+            return 1
+        later = -(-(acc.max_runs - acc.first_runs) // acc.round_runs)
+        return 1 + later + acc.max_runs
+
+    @property
     def max_steps(self) -> int:
-        """The most steps a job of this spec takes: the baseline, at most two per iteration (the
-        rewrite requests, the candidates) for the ``max_iterations`` its termination allows (the
-        baseline is iteration 0), and the test step."""
-        return 2 + 2 * self.spec.termination.max_iterations()
+        """The most steps a job of this spec takes: the baseline (its extra selection runs are in
+        the same step), for each of the ``max_iterations`` its termination allows (the baseline is
+        iteration 0) the rewrite requests and the candidates' ``max_rounds`` racing rounds
+        (``iteration-N``, ``iteration-N-round-K``), and the test's ``max_rounds`` (``test``,
+        ``test-round-K``)."""
+        rounds = self.max_rounds
+        return 1 + self.spec.termination.max_iterations() * (1 + rounds) + rounds
+
+    @property
+    def max_steps_why(self) -> str:
+        iterations = self.spec.termination.max_iterations()
+        rounds = self.max_rounds
+        return (
+            f"baseline + {iterations} iteration(s) x (proposal + {rounds} selection round(s)) "
+            f"+ {rounds} test round(s)"
+        )
 
     def advance(self, state: OptimizeState, results: StepResults) -> Transition[OptimizeState]:
         new, action = self._advance(state, results)
-        iterations = self.spec.termination.max_iterations()
-        action = bounded(action, self.max_steps, f"baseline + 2 steps x {iterations} iteration(s) + test")
+        action = bounded(action, self.max_steps, self.max_steps_why)
         return advanced(
             new,
             results,
             action,
             rejected=len(new.rejections),
-            trials=self._with_lineage(progress.step_trials(results.step, results), new),
+            trials=self._with_lineage(self._step_trials(state, results), new),
             rejections=new.rejections[len(state.rejections) :],
             events=self._events(state, new, results.step.index),
         )
+
+    @staticmethod
+    def _step_trials(before: OptimizeState, results: StepResults) -> list[Trial]:
+        """One trial per experiment of the step. Trial rows are keyed by experiment, and a paired
+        race's later rounds (``iteration-N-round-K``, ``test-round-K``) only extend runs made
+        earlier: the best's extension runs are not a trial (its row, from the step that evaluated
+        it, keeps its full evaluation), and a contender's (a test experiment's) trial covers every
+        round so far, not the last round's slice (as compress's ``_trials``)."""
+        keep: set[str] | None
+        if before.phase == "trials" and before.rule == "paired":
+            keep = {before.candidate(cid).experiment_id for cid in before.pending}
+        elif before.phase == "test":
+            keep = None  # the baseline's and the best's test experiments, both racing
+        else:
+            return progress.step_trials(results.step, results)
+        step = results.step
+        if keep is not None:
+            targets = tuple(t for t in step.targets if t.experiment.id in keep)
+            step = step.model_copy(update={"targets": targets})
+        evals = tuple(r for r in (*before.racing, *results.evals) if keep is None or r.experiment_id in keep)
+        return progress.step_trials(step, results.model_copy(update={"evals": evals}))
 
     def _with_lineage(self, trials: Sequence[Trial], state: OptimizeState) -> list[Trial]:
         """A step's trials carry their candidate's parents, canonical config hash and rationale."""

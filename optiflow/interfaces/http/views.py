@@ -386,6 +386,19 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+_UNCONFIRMED = "not confirmed on held-out data"
+
+
+def _unconfirmed(report: Mapping[str, Any]) -> bool:
+    """An optimize report whose best the held-out test split did not confirm (``test.confirmed``
+    False, or its gain summary says so): the job did not improve, nothing is applied."""
+    test = report.get("test")
+    if isinstance(test, Mapping) and test.get("confirmed") is False:
+        return True
+    summary = report.get("gain_summary")
+    return isinstance(summary, str) and summary.startswith(_UNCONFIRMED)
+
+
 def outcome(rec: JobRecord) -> dict[str, Any] | None:
     """What a finished job found, in a few words for the jobs list: the tokens a compress job
     saved, an optimize job's best score against its baseline, a measure job's pass rate. ``bad``:
@@ -406,12 +419,13 @@ def outcome(rec: JobRecord) -> dict[str, Any] | None:
         if not iterations:
             return None
         first, last = _num(iterations[0].get("best_so_far")), _num(iterations[-1].get("best_so_far"))
-        improved = report.get("best_candidate_id") != report.get("baseline_candidate_id")
-        text = (
-            f"best {fmt_score(last)} (baseline {fmt_score(first)})"
-            if improved
-            else (f"baseline {fmt_score(first)} kept: no better candidate")
-        )
+        changed = report.get("best_candidate_id") != report.get("baseline_candidate_id")
+        if not changed:
+            text = f"baseline {fmt_score(first)} kept: no better candidate"
+        elif _unconfirmed(report):
+            text = f"best {fmt_score(last)} (baseline {fmt_score(first)}) not confirmed on held-out data"
+        else:
+            text = f"best {fmt_score(last)} (baseline {fmt_score(first)})"
         return {"text": text, "bad": False}
     if kind == "measure":
         rate, wilson = _num(report.get("pass_rate")), report.get("wilson")

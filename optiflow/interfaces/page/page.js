@@ -958,7 +958,11 @@ function renderBest() {
       : "no best candidate yet" }));
     return;
   }
-  $("best-note").textContent = `· ${id}${trial ? `, score ${score(trial.score)}` : ""}; against the baseline`;
+  // a best the held-out test split did not confirm: the job did not improve, nothing is applied
+  const unconfirmed = !!r && id !== baseline && ((r.test && r.test.confirmed === false)
+    || String(r.gain_summary || "").startsWith("not confirmed on held-out data"));
+  $("best-note").textContent = `· ${id}${trial ? `, score ${score(trial.score)}` : ""}; against the baseline`
+    + (unconfirmed ? " · not confirmed on held-out data: nothing is applied" : "");
   const items = changes.map((c) => h("div", { class: "best-section", "data-path": c.path },
     h("b", { text: c.path }),
     base.has(c.path) ? diffView(base.get(c.path), c.body) : h("pre", { text: c.body })));

@@ -216,3 +216,49 @@ def test_grid_search_composes_with_paired_selection() -> None:
     h = report(run_optimize(spec(), noisy({0.2: 0.30})))
     assert h.acceptance_rule == "paired" and h.best_model_params == {"temperature": 0.2}
     assert replay(history_document(h)).ok
+
+
+def test_race_rounds_keep_the_trial_rows_whole() -> None:
+    """Trial rows are keyed by experiment: after a multi-round race the baseline's row (folded as
+    the driver upserts them) is still its own evaluation, not the last round's extension runs, and
+    a contender's covers every round it was evaluated in."""
+    from optiflow.core.optimize.workflow import OptimizeWorkflow
+    from optiflow.core.records import Trial
+    from optiflow.core.step import Step, StepResults
+
+    from .harness import FakeClock, evaluate_target
+
+    s = spec(acceptance={"test": "paired"})
+    wf = OptimizeWorkflow(s, "j", clock=FakeClock(), optimizer=ScriptedOptimizer([[cfg(0.0), cfg(0.2)]]))
+    tr = wf.start()
+    state, action = tr.state, tr.action
+    answer = noisy({0.2: 0.05})
+    rows: dict[str, Trial] = {}
+    made: dict[str, int] = {}
+    baseline_made = 0
+    names = []
+    while isinstance(action, Step):
+        names.append(action.name)
+        evals = [r for t in action.targets for r in evaluate_target(s.prompt, t, answer)]
+        for r in evals:
+            made[r.experiment_id] = made.get(r.experiment_id, 0) + 1
+        if action.index == 0:
+            baseline_made = len(evals)
+        tr = wf.advance(state, StepResults(step=action, evals=tuple(evals)))
+        rows.update({t.candidate_id: t for t in tr.trials})
+        if "-round-" in action.name:
+            assert "j-c0" not in {t.candidate_id for t in tr.trials}  # the best's extension runs
+        state, action = tr.state, tr.action
+    assert sum("iteration-1-round-" in n for n in names) >= 2, names
+    h = report(type("R", (), {"action": action})())
+    base = rows["j-c0"]
+    assert made["j-c0"] > baseline_made  # the race extended the baseline's runs
+    assert base.summary is not None and base.summary.total == baseline_made
+    base_trial = h.trial("c0")
+    assert base_trial is not None and base.objective_score == base.summary.pass_rate
+    for cid in ("c1", "c2"):
+        row, trial = rows[f"j-{cid}"], h.trial(cid)
+        assert row.summary is not None and trial is not None
+        assert row.summary.total == made[f"j-{cid}"]  # every round's runs, not the last round's
+        assert row.objective_score == row.summary.pass_rate
+        assert trial.summary is not None and row.summary.total == trial.summary.total
