@@ -46,6 +46,7 @@ from optiflow.core.evaluation import EvalResult, trial_summary
 from optiflow.core.experiment import Experiment, temp_tag_prefix
 from optiflow.core.gate.decision import RunPlan, RunRange
 from optiflow.core.gate.outcomes import Outcomes
+from optiflow.core.gate.spec import GateSpec
 from optiflow.core.optimize.acceptance import AcceptanceDecision, Contender, Rule, decide
 from optiflow.core.optimize.configuration import canonical, config_hash, config_params, config_sections
 from optiflow.core.optimize.history import IterationRecord
@@ -641,6 +642,20 @@ class OptimizeWorkflow:
             costs=state.costs.get(cid),
         )
 
+    @property
+    def _race_gate(self) -> GateSpec:
+        """The run plan of a race round and of a held-out test round: the acceptance's runs, and
+        the effect it is sized to find as the gate's margin."""
+        acc = self.spec.acceptance
+        return gate_spec(
+            alpha=acc.alpha,
+            beta=acc.beta,
+            margin=acc.effect,
+            first_runs=acc.first_runs,
+            round_runs=acc.round_runs,
+            max_runs=acc.max_runs,
+        )
+
     def _race(
         self, state: OptimizeState, by_exp: Mapping[str, list[EvalResult]], at: datetime
     ) -> tuple[OptimizeState, Action]:
@@ -649,15 +664,7 @@ class OptimizeWorkflow:
         state, figures = self._race_update(state, by_exp)
         open_ = [cid for cid in state.pending if figures[cid].verdict == "continue"]
         if open_ and not any(f.accepted for f in figures.values()):
-            acc = self.spec.acceptance
-            gate = gate_spec(
-                alpha=acc.alpha,
-                beta=acc.beta,
-                margin=acc.effect,
-                first_runs=acc.first_runs,
-                round_runs=acc.round_runs,
-                max_runs=acc.max_runs,
-            )
+            gate = self._race_gate
             best_id = state.best_candidate_id or BASELINE_ID
             plans, by_cid = next_runs(
                 gate,
@@ -880,15 +887,7 @@ class OptimizeWorkflow:
         if state.rule == "paired" and best_id != BASELINE_ID:
             figures = self._confirm(grouped[base_c.experiment_id], grouped[best_c.experiment_id])
             if figures.verdict == "continue" and more:
-                acc = self.spec.acceptance
-                gate = gate_spec(
-                    alpha=acc.alpha,
-                    beta=acc.beta,
-                    margin=acc.effect,
-                    first_runs=acc.first_runs,
-                    round_runs=acc.round_runs,
-                    max_runs=acc.max_runs,
-                )
+                gate = self._race_gate
                 base_o = Outcomes.of(figures.best_outcomes)
                 plans, by_cid = next_runs(
                     gate, base_o, {best_id: Outcomes.of(figures.outcomes)}, list(figures.outcomes)
