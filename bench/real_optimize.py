@@ -14,9 +14,9 @@ jobs. Today's rule (``acceptance: none``, one run) on the same recordings for co
 
 **The live optimize job on SmolLM2** (``--history FILE``): ``bench/real_optimize_job/job.yaml``, a
 param search over temperature under ``acceptance: auto`` with ``splits: true`` (examples/review-sentiment,
-its train split halved into train / val), run by hand with ``optiflow model serve-local --port 8121``
-and ``optiflow submit bench/real_optimize_job/job.yaml --wait``; this bench reads the history file the
-job left and reports its selection and its held-out confirmation (target: lower bound > 0 and a
+its train split halved into train / val), run on real Celery workers on Redis by
+``make bench-real-optimize-live`` (``bench/real_optimize_live.py``); this bench reads the history file
+the job left and reports its selection and its held-out confirmation (target: lower bound > 0 and a
 point estimate of at least +8 points). It is not launched by this bench.
 """
 
@@ -138,7 +138,8 @@ def live_lines(path: Path) -> list[str]:
     doc = yaml.safe_load(path.read_text())
     lines = [
         f"History file `{path.name}` (job {doc.get('jobId')}): `bench/real_optimize_job/job.yaml` on SmolLM2-135M "
-        "(llama.cpp, one request at a time), run in process by `optiflow submit --wait` (the embedded driver).",
+        "(llama.cpp, one request at a time), run by `make bench-real-optimize-live`: `optiflow submit --wait` on "
+        "real Celery workers on Redis (a control worker, an eval worker x 4 threads).",
         "",
         f"- acceptance: {doc.get('acceptanceDescription')}",
         f"- rule used: **{doc.get('acceptanceRule')}** ({doc.get('acceptanceRuleReason')})",
