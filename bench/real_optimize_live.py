@@ -51,7 +51,7 @@ def main() -> int:
                     cwd=ROOT,
                     check=False,
                 )
-                files = sorted(out.glob("*.yaml")) if out.exists() else []
+                files = sorted(out.rglob("*.yaml")) if out.exists() else []
                 if done.returncode != 0 or not files:
                     print(f"the job did not complete (exit {done.returncode})", file=sys.stderr)
                     return 1
