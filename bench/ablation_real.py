@@ -16,12 +16,11 @@ from optiflow.core.compress.ablation import summary
 from optiflow.core.compress.rules import compress_text
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.compress.workflow import CompressWorkflow
-from optiflow.core.overrides import PromptOverrides
 from optiflow.core.step import SectionEdit, Step, StepResults
-from optiflow.evaluator import evaluate
 from optiflow.jobfile import load_job
 from optiflow.llm.local_model import LocalModelServer, free_port
 from optiflow.llm.tokens import count_tokens
+from tests.support.inline import evaluate_step
 
 
 def main() -> None:
@@ -38,30 +37,8 @@ def main() -> None:
 
         tr = wf.start(count)
         state, action = tr.state, tr.action
-        samples = {s.id: s for s in spec.dataset.samples}
         while isinstance(action, Step) and not action.name.startswith("candidates"):
-            evals = []
-            for target in action.targets:
-                ov = PromptOverrides(
-                    ns=spec.prompt.ns,
-                    key=spec.prompt.key,
-                    tag=target.experiment.overrides_tag,
-                    sections=target.overrides,
-                    model_params=target.model_params,
-                )
-                for run in target.run_indices:
-                    for sid in target.sample_ids:
-                        evals.append(
-                            evaluate(
-                                prompt=spec.prompt,
-                                overrides=ov,
-                                sample=samples[sid],
-                                check=spec.check,
-                                model=spec.model.with_params(target.model_params),
-                                run=run,
-                                experiment_id=target.experiment.id,
-                            ).compact()
-                        )
+            evals = evaluate_step(spec, action)
             edits = tuple(
                 SectionEdit(
                     path=p,
@@ -73,7 +50,7 @@ def main() -> None:
                 for p in action.propose
             )
             print(f"step {action.name}: {len(evals)} evaluations, {time.time() - t0:.0f}s", flush=True)
-            tr = wf.advance(state, StepResults(step=action, evals=tuple(evals), edits=edits))
+            tr = wf.advance(state, StepResults(step=action, evals=evals, edits=edits))
             state, action = tr.state, tr.action
         print(f"baseline pass rate {state.baseline_pass_rate:.1%}")
         if isinstance(action, Fail):

@@ -56,6 +56,7 @@ from optiflow.core.optimize.protocol import ModelAssistedOptimizer, Optimizer, R
 from optiflow.core.optimize.report import OptimizationHistory
 from optiflow.core.optimize.selection import (
     COST_SCORERS,
+    Costs,
     SelectionFigures,
     gate_spec,
     judge,
@@ -623,23 +624,48 @@ class OptimizeWorkflow:
         return state, {cid: self._judge(state, cid) for cid in state.pending}
 
     def _judge(self, state: OptimizeState, cid: str) -> SelectionFigures:
-        acc = self.spec.acceptance
         best_id = state.best_candidate_id or BASELINE_ID
-        return judge(
+        return self._test(
             comparison=int(cid[1:]),
+            against=best_id,
+            best=state.outcomes[best_id],
+            contender=state.outcomes.get(cid, Outcomes()),
+            ids=self.selection_ids(),
+            best_costs=state.costs.get(best_id),
+            costs=state.costs.get(cid),
+        )
+
+    def _test(
+        self,
+        *,
+        comparison: int,
+        against: str,
+        best: Outcomes,
+        contender: Outcomes,
+        ids: Sequence[str],
+        best_costs: Costs | None,
+        costs: Costs | None,
+        level: float | None = None,
+    ) -> SelectionFigures:
+        """:func:`judge` under the job's acceptance settings (the race's comparisons and the
+        held-out confirmation differ only in what they compare)."""
+        acc = self.spec.acceptance
+        return judge(
+            comparison=comparison,
             alpha=acc.alpha,
             beta=acc.beta,
             min_gain=acc.min_gain,
             effect=acc.effect,
             margin=acc.margin,
             max_runs=acc.max_runs,
-            against=best_id,
-            best=state.outcomes[best_id],
-            contender=state.outcomes.get(cid, Outcomes()),
-            ids=self.selection_ids(),
+            against=against,
+            best=best,
+            contender=contender,
+            ids=ids,
             cost_type=self.cost_type,
-            best_costs=state.costs.get(best_id),
-            costs=state.costs.get(cid),
+            best_costs=best_costs,
+            costs=costs,
+            level=level,
         )
 
     @property
@@ -927,21 +953,13 @@ class OptimizeWorkflow:
     def _confirm(self, base: Sequence[EvalResult], best: Sequence[EvalResult]) -> SelectionFigures:
         """The best against the baseline on the test split: the selection's paired test, at the
         job's ``alpha`` (one claim, not one of many comparisons)."""
-        acc = self.spec.acceptance
-        return judge(
+        return self._test(
             comparison=1,
-            level=acc.alpha,
-            alpha=acc.alpha,
-            beta=acc.beta,
-            min_gain=acc.min_gain,
-            effect=acc.effect,
-            margin=acc.margin,
-            max_runs=acc.max_runs,
+            level=self.spec.acceptance.alpha,
             against=BASELINE_ID,
             best=Outcomes.from_results(base),
             contender=Outcomes.from_results(best),
             ids=self.spec.test_ids(),
-            cost_type=self.cost_type,
             best_costs=self._costs({}, base) if self.cost_type else None,
             costs=self._costs({}, best) if self.cost_type else None,
         )
