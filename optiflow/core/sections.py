@@ -55,3 +55,52 @@ class PromptDescriptor(Frozen):
         raise ValidationError(
             f"unknown section {path_str(path)!r} in prompt {self.ns}/{self.key}", field="path"
         )
+
+
+class PromptDiff(Frozen):
+    """How a prompt's sections differ from the ones a write was made against (by path).
+
+    ``added``: in the prompt now, not in the one read; ``removed``: the other way round;
+    ``changed``: the body differs (its hash); ``frozen``: the ``frozen`` flag differs;
+    ``reordered``: the same sections in another order (the rendered prompt differs)."""
+
+    added: tuple[SectionPath, ...] = ()
+    removed: tuple[SectionPath, ...] = ()
+    changed: tuple[SectionPath, ...] = ()
+    frozen: tuple[SectionPath, ...] = ()
+    reordered: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed or self.frozen or self.reordered)
+
+    def summary(self) -> str:
+        """``added: warranty; changed: tone, billing``: what differs, in one line."""
+        parts = [
+            f"{what}: {', '.join(path_str(p) for p in paths)}"
+            for what, paths in (
+                ("added", self.added),
+                ("removed", self.removed),
+                ("changed", self.changed),
+                ("frozen flag changed", self.frozen),
+            )
+            if paths
+        ]
+        if self.reordered:
+            parts.append("sections reordered")
+        return "; ".join(parts) or "no difference"
+
+
+def prompt_diff(read: PromptDescriptor, now: PromptDescriptor) -> PromptDiff:
+    """What ``now`` changed against ``read`` (section paths in ``now``'s order, removed ones in
+    ``read``'s)."""
+    before = {s.path: s for s in read.sections}
+    after = {s.path: s for s in now.sections}
+    common = [s.path for s in now.sections if s.path in before]
+    return PromptDiff(
+        added=tuple(p for p in after if p not in before),
+        removed=tuple(p for p in before if p not in after),
+        changed=tuple(p for p in common if before[p].hash != after[p].hash),
+        frozen=tuple(p for p in common if before[p].frozen != after[p].frozen),
+        reordered=common != [s.path for s in read.sections if s.path in after],
+    )

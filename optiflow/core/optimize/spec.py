@@ -94,10 +94,11 @@ class OptimizeSpec(JobBudget):
                 raise ValueError(f"treatment: section {path_str(path)!r} is frozen")
         self._optimizer_fits(treatment)
         if self.splits:
-            if not self.dataset.split("train").samples:
-                raise ValueError("splits: the dataset has no train sample")
-            if not self.dataset.split("val").samples:
-                raise ValueError("splits: the dataset has no val sample")
+            counts = {name: len(self.dataset.split(name).samples) for name in ("train", "val", "test")}
+            found = ", ".join(f"{name} {n}" for name, n in counts.items())
+            for name in ("train", "val"):
+                if not counts[name]:
+                    raise ValueError(f"splits: the dataset has no {name} sample ({found})")
         if isinstance(self.optimizer, StructuredOptimizerSpec):
             self.optimizer.block.parse(self.effective_body(self.optimizer.block.section))
         return self
