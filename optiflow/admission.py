@@ -99,8 +99,8 @@ def check_splits(spec: AnySpec) -> None:
     if not counts["test"]:
         found = ", ".join(f"{name} {n}" for name, n in counts.items())
         raise ValidationError(
-            f"splits: true needs test samples to confirm the best on held-out data; the dataset has "
-            f"{found} (a sample without a split counts as train)",
+            "a job with splits selects on train and val and confirms its best on test, but the "
+            f"dataset has {found} (a sample without a split counts as train)",
             field="splits",
         )
 

@@ -87,7 +87,7 @@ def test_splits_without_test_samples_is_refused_by_the_cli(
         monkeypatch.delenv(var, raising=False)
     rc, out, err = cli_runner("submit", str(target / "job.yaml"))
     assert (rc, out) == (2, ""), err
-    assert err.startswith("error[validation_error]: splits: splits: true needs test samples"), err
+    assert err.startswith("error[validation_error]: splits: a job with splits selects on train and val"), err
     assert "train 20, val 20, test 0" in err
     assert job_count(tmp_path / "home") == 0
 
