@@ -60,8 +60,9 @@ class StaleOverrideError(StoreError):
 
 class PromptChangedError(StaleOverrideError):
     """The stored prompt is not the one a write was made against (sections added, removed,
-    changed, re-flagged frozen, or reordered since the job read it): nothing was written.
-    ``added`` / ``removed`` / ``changed`` / ``frozen`` name the sections by path (``rules/tone``)."""
+    changed, re-flagged frozen, retitled or reordered, or the user message changed, since the job
+    read it): nothing was written. ``added`` / ``removed`` / ``changed`` / ``frozen`` /
+    ``retitled`` name the sections by path (``rules/tone``)."""
 
     code = "prompt_changed"
 
@@ -74,11 +75,13 @@ class PromptChangedError(StaleOverrideError):
         removed: tuple[str, ...] = (),
         changed: tuple[str, ...] = (),
         frozen: tuple[str, ...] = (),
+        retitled: tuple[str, ...] = (),
         reordered: bool = False,
+        user: bool = False,
     ) -> None:
         super().__init__(message, field=field)
         self.added, self.removed, self.changed, self.frozen = added, removed, changed, frozen
-        self.reordered = reordered
+        self.retitled, self.reordered, self.user = retitled, reordered, user
 
 
 class ModelProviderError(OptiflowError):

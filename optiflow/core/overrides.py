@@ -50,7 +50,9 @@ def prompt_changed(ns: str, key: str, diff: PromptDiff, *, reader: str, advice: 
         removed=tuple(path_str(p) for p in diff.removed),
         changed=tuple(path_str(p) for p in diff.changed),
         frozen=tuple(path_str(p) for p in diff.frozen),
+        retitled=tuple(path_str(p) for p in diff.retitled),
         reordered=diff.reordered,
+        user=diff.user,
     )
 
 

@@ -18,7 +18,7 @@ and writes nothing when any override of the call is refused. A multi-section wri
 
 ``apply`` and ``rollback`` are compare-and-sets against the prompt their caller read: in the
 same transaction as the write, the stored prompt's sections (paths, order, body hashes, frozen
-flags) are compared with it, and when they differ nothing is written
+flags, titles) and user message are compared with it, and when they differ nothing is written
 (:class:`~optiflow.errors.PromptChangedError`, code ``prompt_changed``, naming the sections added,
 removed and changed). A prompt not in the store at all is registered by the ``apply`` that first
 writes against it, in that same transaction. Neither ever writes a prompt body otherwise.

@@ -450,6 +450,19 @@ CHANGED_SINCE: dict[str, tuple[Prompt, dict[str, object]]] = {
         ),
         {"frozen": ("safety",)},
     ),
+    "a title changed": (
+        PROMPT.model_copy(
+            update={
+                "sections": (
+                    PROMPT.sections[0],
+                    PROMPT.sections[1].model_copy(update={"title": "Refunds"}),
+                    *PROMPT.sections[2:],
+                )
+            }
+        ),
+        {"retitled": ("rules/refunds",)},
+    ),
+    "the user message changed": (PROMPT.model_copy(update={"user": "Client: ${input}"}), {"user": True}),
     "sections reordered": (
         PROMPT.model_copy(
             update={"sections": (PROMPT.sections[1], PROMPT.sections[0], *PROMPT.sections[2:])}
@@ -465,8 +478,9 @@ def test_every_kind_of_change_since_the_job_is_refused_by_name(store: OverridesS
         before = state(store)
         with pytest.raises(PromptChangedError) as err:
             store.apply(PROMPT, [ov(INTRO, "a")], source="job-1")
-        got = {k: getattr(err.value, k) for k in ("added", "removed", "changed", "frozen", "reordered")}
-        want = {"added": (), "removed": (), "changed": (), "frozen": (), "reordered": False, **named}
+        fields = ("added", "removed", "changed", "frozen", "retitled", "reordered", "user")
+        got = {k: getattr(err.value, k) for k in fields}
+        want = dict.fromkeys(fields, ()) | {"reordered": False, "user": False} | named
         assert got == want, name
         assert state(store) == before, name
 
