@@ -11,7 +11,9 @@ that would fail on every sample is refused now instead of failing later on a wor
 - every ``$`` in the prompt is a well-formed placeholder (``${name}`` / ``$name``) or ``$$``;
 - every sample provides every parameter the prompt's sections and user message use (as the
   baseline renders them: with the baseline tag's overrides);
-- the job is within the size limits (:func:`optiflow.core.limits.check_limits`).
+- the job is within the size limits (:func:`optiflow.core.limits.check_limits`);
+- an optimize job with ``splits: true`` has train, val and test samples (without test samples
+  its best could never be confirmed on held-out data).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def admit(spec: AnySpec, settings: Settings) -> None:
     check_limits(spec, settings.job_limits)
     check_printable(spec)
     check_baseline(spec)
+    check_splits(spec)
     check_protect(spec)
     check_check(spec.check, spec.dataset, settings.python_checks)
     bodies = {s.path: s.body for s in spec.prompt.sections}
@@ -85,6 +88,21 @@ def check_baseline(spec: AnySpec) -> None:
             check_model_params(effective.model, effective.params, "baseline_model_params")
         except ValueError as exc:
             raise ValidationError(str(exc), field="baseline_model_params") from None
+
+
+def check_splits(spec: AnySpec) -> None:
+    """``splits: true`` selects on train/val and confirms the best on test: each split needs
+    samples (the spec itself refuses no train or no val; this also needs test)."""
+    if not getattr(spec, "splits", False):
+        return
+    counts = {name: len(spec.dataset.split(name).samples) for name in ("train", "val", "test")}
+    if not counts["test"]:
+        found = ", ".join(f"{name} {n}" for name, n in counts.items())
+        raise ValidationError(
+            "a job with splits selects on train and val and confirms its best on test, but the "
+            f"dataset has {found} (a sample without a split counts as train)",
+            field="splits",
+        )
 
 
 def check_protect(spec: AnySpec) -> None:
@@ -167,5 +185,6 @@ __all__ = [
     "check_params",
     "check_printable",
     "check_protect",
+    "check_splits",
     "check_templates",
 ]

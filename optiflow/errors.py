@@ -58,6 +58,32 @@ class StaleOverrideError(StoreError):
     code = "stale_override"
 
 
+class PromptChangedError(StaleOverrideError):
+    """The stored prompt is not the one a write was made against (sections added, removed,
+    changed, re-flagged frozen, retitled or reordered, or the user message changed, since the job
+    read it): nothing was written. ``added`` / ``removed`` / ``changed`` / ``frozen`` /
+    ``retitled`` name the sections by path (``rules/tone``)."""
+
+    code = "prompt_changed"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = "prompt",
+        added: tuple[str, ...] = (),
+        removed: tuple[str, ...] = (),
+        changed: tuple[str, ...] = (),
+        frozen: tuple[str, ...] = (),
+        retitled: tuple[str, ...] = (),
+        reordered: bool = False,
+        user: bool = False,
+    ) -> None:
+        super().__init__(message, field=field)
+        self.added, self.removed, self.changed, self.frozen = added, removed, changed, frozen
+        self.retitled, self.reordered, self.user = retitled, reordered, user
+
+
 class ModelProviderError(OptiflowError):
     """A model call failed permanently (after retries for transient errors)."""
 
@@ -90,6 +116,7 @@ __all__ = [
     "ModelProviderError",
     "NotFoundError",
     "OptiflowError",
+    "PromptChangedError",
     "StaleOverrideError",
     "StoreError",
     "ValidationError",

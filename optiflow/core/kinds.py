@@ -103,10 +103,14 @@ def closing_line(report: AnyReport | None, name: str) -> str | None:
 
 def unconfirmed(report: AnyReport | None) -> str | None:
     """Why an optimize job's best is not applied without ``force``: held-out data did not confirm
-    it (None: nothing stands in the way)."""
-    if isinstance(report, OptimizationHistory) and report.changed and report.confirmed is False:
+    it, or the job had splits and no held-out result (None: nothing stands in the way)."""
+    if isinstance(report, OptimizationHistory) and _needs_force(report):
         return report.gain_line()
     return None
+
+
+def _needs_force(report: OptimizationHistory) -> bool:
+    return report.changed and (report.confirmed is False or report.held_out_missing)
 
 
 def changes(report: AnyReport, *, force: bool = False) -> Changes:
@@ -121,7 +125,7 @@ def changes(report: AnyReport, *, force: bool = False) -> Changes:
             what = f"{len(sections)} modification(s), -{report.total_token_reduction} tokens"
             return Changes(sections=sections, description=what)
         case OptimizationHistory():
-            if not report.changed or (not force and report.confirmed is False):
+            if not report.changed or (not force and _needs_force(report)):
                 return Changes()
             what = (
                 f"best candidate {report.best_candidate_id} of {report.experiment}: "

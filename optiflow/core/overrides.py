@@ -10,18 +10,50 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from optiflow.core.base import Frozen, JSONValue
-from optiflow.core.sections import PromptDescriptor, SectionPath, parse_path, path_str
-from optiflow.errors import StaleOverrideError, ValidationError
+from optiflow.core.experiment import TEMP_TAG_PREFIX
+from optiflow.core.sections import PromptDescriptor, PromptDiff, SectionPath, parse_path, path_str
+from optiflow.errors import PromptChangedError, StaleOverrideError, ValidationError
 
 STABLE = "stable"
 _TAG = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _SEMVER = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
 
 
-def check_tag(tag: str) -> str:
+def check_tag(tag: str, field: str = "tag") -> str:
+    """A tag's syntax (any tag, temporary ones included: what reading a tag accepts)."""
     if not _TAG.match(tag):
-        raise ValidationError(f"invalid tag {tag!r} (letters, digits, '.', '_', '-')", field="tag")
+        raise ValidationError(f"invalid tag {tag!r} (letters, digits, '.', '_', '-')", field=field)
     return tag
+
+
+def check_user_tag(tag: str, field: str = "tag") -> str:
+    """A tag a user may write (apply, rollback) or start a job from: valid, and not under the
+    temporary prefix (``opt-``), whose tags belong to optiflow's jobs alone: the workers write
+    them (:meth:`~optiflow.stores.base.OverridesStore.store`) and the sweep deletes them."""
+    check_tag(tag, field)
+    if tag.startswith(TEMP_TAG_PREFIX):
+        raise ValidationError(
+            f"tag {tag!r}: tags starting with {TEMP_TAG_PREFIX!r} are optiflow's temporary experiment "
+            "tags (written by jobs and deleted when they end); choose another name",
+            field=field,
+        )
+    return tag
+
+
+def prompt_changed(ns: str, key: str, diff: PromptDiff, *, reader: str, advice: str) -> PromptChangedError:
+    """The refusal of a write made against a prompt the store no longer holds: names the
+    sections that differ (``diff``: the stored prompt against the one ``reader`` read)."""
+    return PromptChangedError(
+        f"{ns}/{key} changed in the store since {reader} read it ({diff.summary()}): "
+        f"nothing was written; {advice}",
+        added=tuple(path_str(p) for p in diff.added),
+        removed=tuple(path_str(p) for p in diff.removed),
+        changed=tuple(path_str(p) for p in diff.changed),
+        frozen=tuple(path_str(p) for p in diff.frozen),
+        retitled=tuple(path_str(p) for p in diff.retitled),
+        reordered=diff.reordered,
+        user=diff.user,
+    )
 
 
 class SectionOverride(Frozen):
@@ -155,3 +187,40 @@ class Changes(Frozen):
     @property
     def empty(self) -> bool:
         return not self.sections and not self.model_params
+
+
+def merge_baseline_params(
+    document: Mapping[str, JSONValue], stored: Mapping[str, JSONValue], *, tag: str
+) -> dict[str, JSONValue]:
+    """The baseline's model params once the baseline tag's snapshot meets a document's own
+    ``baseline_model_params``. The rule: a key only one side sets is kept; a key both set to the
+    same value is kept; a key both set to different values is refused (ValidationError naming
+    ``baseline_model_params.<key>`` and both values), since either choice would run the job on a
+    baseline other than one of the two its author and the tag's writer named."""
+    for name in sorted(document.keys() & stored.keys()):
+        if not same_json(document[name], stored[name]):
+            raise ValidationError(
+                f"the document sets {_shown(document[name])} but the baseline tag {tag!r} stores "
+                f"{_shown(stored[name])}: set the tag's value, drop the key, or start from another "
+                "baseline_tag",
+                field=f"baseline_model_params.{name}",
+            )
+    return {**stored, **document}
+
+
+def same_json(a: JSONValue, b: JSONValue) -> bool:
+    """JSON equality: numbers by value (``0`` is ``0.0``), a bool only equal to a bool."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _shown(value: JSONValue) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

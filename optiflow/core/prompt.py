@@ -116,8 +116,10 @@ class Prompt(Frozen):
             ns=self.ns,
             key=self.key,
             sections=tuple(
-                SectionDescriptor(path=s.path, hash=s.hash, frozen=s.frozen) for s in self.sections
+                SectionDescriptor(path=s.path, hash=s.hash, frozen=s.frozen, title=s.title)
+                for s in self.sections
             ),
+            user_hash=section_hash(self.user),
         )
 
     def section(self, path: SectionPath) -> Section:

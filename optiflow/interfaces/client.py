@@ -18,7 +18,6 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -26,13 +25,12 @@ from typing import TYPE_CHECKING, Any
 from optiflow.admission import admit
 from optiflow.core import kinds
 from optiflow.core.compress.spec import CompressSpec
-from optiflow.core.experiment import TEMP_TAG_PREFIX
 from optiflow.core.kinds import AnySpec, parse_spec
-from optiflow.core.overrides import STABLE, Applied, check_tag
+from optiflow.core.overrides import STABLE, Applied, check_user_tag, merge_baseline_params
 from optiflow.core.policy import ModelPolicy, PolicyError
 from optiflow.core.progress import run_finished, status_changed
 from optiflow.core.result import OptimizeResult
-from optiflow.errors import JobError, ValidationError
+from optiflow.errors import JobError
 from optiflow.persistence.jobs import JobRecord, JobStatus
 from optiflow.settings import Settings
 
@@ -150,9 +148,7 @@ class Client:
         snapshot adds the tag's stored model params (a tag an operator wrote may name another
         model or an endpoint): :class:`~optiflow.core.policy.PolicyError` naming the tag."""
         field, tag = kinds.base_tag(spec)
-        check_tag(tag)
-        if tag.startswith(TEMP_TAG_PREFIX):
-            raise ValidationError(f"tags starting with {TEMP_TAG_PREFIX!r} are temporary", field=field)
+        check_user_tag(tag, field)
         if policy is not None:
             policy.check(spec)  # the document as sent: errors name its fields
         snapshot = self._with_baseline_snapshot(spec)
@@ -216,34 +212,42 @@ class Client:
     ) -> Applied | None:
         """Write a finished job's accepted modifications to ``tag`` as a new version.
 
+        A compare-and-set against what the job read: the overrides are written guarded by the
+        section hashes they were made against, and only while the stored prompt is the job's
+        (a prompt not in the store is registered with the write). When it changed since the job,
+        :class:`~optiflow.errors.PromptChangedError` names the sections and nothing is written.
+        Everything (the tag, the job's state, the held-out confirmation) is checked first.
+
         None when the job accepted nothing. ``Applied.status`` is ``"unchanged"`` (and nothing is
         written) when the tag already holds exactly these changes, e.g. the same job applied
         twice. A tag's first apply also records what it rendered before (``Applied.original``),
-        the version a rollback returns to. An optimize job whose best the held-out test split did
-        not confirm applies nothing (None) unless ``force``."""
+        the version a rollback returns to. An optimize job whose best held-out data did not
+        confirm (or, with splits, could not) applies nothing (None) unless ``force``."""
+        check_user_tag(tag)
+        result = self._finished(result)
+        changes = kinds.changes(result.report, force=force) if result.report is not None else None
+        if changes is None or changes.empty:
+            return None
+        spec = parse_spec(self.runtime.jobs.get(result.job_id).spec)
+        return self.runtime.store.apply(
+            spec.prompt,
+            changes.sections,
+            tag=tag,
+            source=f"job:{result.job_id}",
+            description=description or changes.description,
+            model_params=changes.model_params or None,
+        )
+
+    def _finished(self, result: OptimizeResult | str) -> OptimizeResult:
+        """The result of a job that completed (by id: loaded); JobError for one that has not
+        finished, and the job's own error for one that failed or was cancelled."""
         if isinstance(result, str):
             job = self.job(result)
             loaded = job.result()
             if loaded is None:
                 raise JobError(f"job {result} has not finished ({job.status()})", field="job")
             result = loaded
-        result.raise_for_error()
-        if result.report is None:
-            return None
-        changes = kinds.changes(result.report, force=force)
-        if changes.empty:
-            return None
-        spec = parse_spec(self.runtime.jobs.get(result.job_id).spec)
-        store = self.runtime.store
-        store.put_prompt(spec.prompt)
-        return store.apply(
-            spec.prompt.descriptor(),
-            changes.sections,
-            tag=check_tag(tag),
-            source=f"job:{result.job_id}",
-            description=description or changes.description,
-            model_params=changes.model_params or None,
-        )
+        return result.raise_for_error()
 
     # -- internals ----------------------------------------------------------------------------
     def _end_unfinished_embedded_jobs(self) -> None:
@@ -279,11 +283,17 @@ class Client:
             threading.Thread(target=preload, name="optiflow-litellm-import", daemon=True).start()
 
     def _with_baseline_snapshot(self, spec: AnySpec) -> AnySpec:
+        """The spec as the job will run it: the baseline tag's stored overrides (the fresh ones)
+        and model params added. A document that sets ``baseline_overrides`` names its baseline
+        itself and the tag is not read. Model params merge by
+        :func:`~optiflow.core.overrides.merge_baseline_params`: a key both set to different
+        values is refused naming both."""
         if spec.baseline_overrides:
             return spec
-        current = self.runtime.store.resolve(spec.prompt.ns, spec.prompt.key, kinds.base_tag(spec)[1])
+        tag = kinds.base_tag(spec)[1]
+        current = self.runtime.store.resolve(spec.prompt.ns, spec.prompt.key, tag)
         if current is None:
             return spec
         fresh = spec.prompt.fresh_overrides(current)  # stale ones are skipped with a warning
-        params: Mapping[str, Any] = current.model_params
-        return spec.model_copy(update={"baseline_overrides": fresh, "baseline_model_params": dict(params)})
+        params = merge_baseline_params(spec.baseline_model_params, current.model_params, tag=tag)
+        return spec.model_copy(update={"baseline_overrides": fresh, "baseline_model_params": params})

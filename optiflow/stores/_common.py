@@ -1,4 +1,4 @@
-"""What every backend shares: checks, merge, versioning, rollback.
+"""What every backend shares: checks, merge, versioning, rollback, the prompt guard.
 
 A backend subclasses :class:`StoreBase` and supplies storage primitives (``_get_prompt``,
 ``_resolve``, ``_transact``, ...). The public methods validate their arguments, then call the
@@ -23,31 +23,49 @@ from optiflow.core.overrides import (
     SectionOverride,
     Version,
     check_tag,
+    check_user_tag,
     check_version,
     next_version,
     now,
+    prompt_changed,
     validate_overrides,
 )
 from optiflow.core.prompt import Prompt
-from optiflow.core.sections import PromptDescriptor, path_str
+from optiflow.core.sections import PromptDescriptor, path_str, prompt_diff
 from optiflow.errors import NotFoundError, ValidationError
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
 
 @dataclass(frozen=True)
+class State:
+    """What a transaction read: the tag's content, its latest version and (only when the
+    transaction guards the prompt) the stored prompt, None when there is none."""
+
+    content: PromptOverrides | None
+    head: Version | None
+    prompt: Prompt | None = None
+
+
+@dataclass(frozen=True)
 class Write:
-    """What a transaction writes: the tag's new content (None: leave the tag as it is) and the
-    versions to append to its history, oldest first. ``Write(None)`` writes nothing."""
+    """What a transaction writes: the tag's new content (None: leave the tag as it is), the
+    versions to append to its history, oldest first, and a prompt to register (only when the
+    transaction guards the prompt and none is stored). ``Write(None)`` writes nothing."""
 
     content: PromptOverrides | None
     versions: tuple[Version, ...] = ()
+    prompt: Prompt | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.content is None and not self.versions and self.prompt is None
 
 
-#: Given the tag's current content and its latest version, what to write. May run more than once
-#: (backends retry on conflict), so its only effect may be to note what it decided: the last call
-#: is the one whose write committed.
-Change = Callable[[PromptOverrides | None, Version | None], Write]
+#: Given what the transaction read, what to write; raising aborts the transaction with nothing
+#: written. May run more than once (backends retry on conflict), so its only effect may be to
+#: note what it decided: the last call is the one whose write committed.
+Change = Callable[[State], Write]
 
 
 def check_name(value: str, field: str) -> str:
@@ -82,9 +100,13 @@ class StoreBase(ABC):
     def _history(self, ns: str, key: str, tag: str) -> list[Version]: ...
 
     @abstractmethod
-    def _transact(self, ns: str, key: str, tag: str, change: Change) -> Write:
+    def _transact(self, ns: str, key: str, tag: str, change: Change, *, guard_prompt: bool = False) -> Write:
         """Atomically read the tag's content and latest version, call ``change``, and write its
-        result; retried on conflict. Two racing transactions never both succeed on one state."""
+        result; retried on conflict. Two racing transactions never both succeed on one state.
+
+        With ``guard_prompt`` the stored prompt is read in the same transaction (``State.prompt``)
+        and no ``put_prompt`` can commit between that read and the write (a lock, a WATCH, a
+        locked row), and ``Write.prompt`` is registered with the rest of the write."""
 
     def _errors(self) -> AbstractContextManager[None]:
         """Translate the backend's own exceptions into StoreError (default: nothing to translate)."""
@@ -125,8 +147,8 @@ class StoreBase(ABC):
     ) -> PromptOverrides:
         _check_write(descriptor, sections, tag, model_params)
 
-        def change(current: PromptOverrides | None, _head: Version | None) -> Write:
-            base = _empty(descriptor, tag) if replace or current is None else current
+        def change(state: State) -> Write:
+            base = _empty(descriptor, tag) if replace or state.content is None else state.content
             return Write(base.merged(sections, model_params))
 
         with self._errors():
@@ -146,7 +168,7 @@ class StoreBase(ABC):
 
     def apply(
         self,
-        descriptor: PromptDescriptor,
+        prompt: Prompt,
         sections: Sequence[SectionOverride],
         *,
         tag: str = STABLE,
@@ -154,25 +176,29 @@ class StoreBase(ABC):
         description: str = "",
         model_params: Mapping[str, JSONValue] | None = None,
     ) -> Applied:
+        descriptor = prompt.descriptor()
+        check_user_tag(tag)
         _check_write(descriptor, sections, tag, model_params)
         outcome: list[Applied] = []  # set by the attempt that commits (a transaction may retry)
 
-        def change(current: PromptOverrides | None, head: Version | None) -> Write:
-            before = (current or _empty(descriptor, tag)).merged(())
+        def change(state: State) -> Write:
+            _guard(descriptor, state.prompt, reader=source, advice="rerun the job on the current prompt")
+            before = (state.content or _empty(descriptor, tag)).merged(())
             content = before.merged(sections, model_params)
             outcome.clear()
             if content == before:  # the tag already holds exactly this: no identical version
-                outcome.append(Applied(status="unchanged", version=head))
+                outcome.append(Applied(status="unchanged", version=state.head))
                 return Write(None)
             original = None
-            if head is None:  # first apply: what the tag rendered until now is a version too
+            if state.head is None:  # first apply: what the tag rendered until now is a version too
                 original = _version(before, None, ORIGINAL_SOURCE, "before the first apply")
-            version = _version(content, original or head, source, description)
+            version = _version(content, original or state.head, source, description)
             outcome.append(Applied(status="applied", version=version, original=original))
-            return Write(content, (version,) if original is None else (original, version))
+            versions = (version,) if original is None else (original, version)
+            return Write(content, versions, prompt=prompt if state.prompt is None else None)
 
         with self._errors():
-            self._transact(descriptor.ns, descriptor.key, tag, change)
+            self._transact(descriptor.ns, descriptor.key, tag, change, guard_prompt=True)
         return outcome[-1]
 
     def history(self, ns: str, key: str, tag: str = STABLE) -> list[Version]:
@@ -189,6 +215,7 @@ class StoreBase(ABC):
         source: str = "rollback",
     ) -> Version:
         check_version(version)
+        check_user_tag(tag)
         target = next(
             (v for v in self.history(descriptor.ns, descriptor.key, tag) if v.version == version), None
         )
@@ -198,13 +225,24 @@ class StoreBase(ABC):
             )
         validate_overrides(descriptor, target.overrides.sections)
 
-        def change(_current: PromptOverrides | None, head: Version | None) -> Write:
-            restored = _version(target.overrides, head, source, f"rollback to {version}")
+        def change(state: State) -> Write:
+            _guard(descriptor, state.prompt, reader="the rollback", advice="show the prompt again and retry")
+            restored = _version(target.overrides, state.head, source, f"rollback to {version}")
             return Write(restored.overrides, (restored,))
 
         with self._errors():
-            written = self._transact(descriptor.ns, descriptor.key, tag, change)
+            written = self._transact(descriptor.ns, descriptor.key, tag, change, guard_prompt=True)
         return written.versions[-1]
+
+
+def _guard(read: PromptDescriptor, stored: Prompt | None, *, reader: str, advice: str) -> None:
+    """The compare of a compare-and-set: the stored prompt (when there is one) is the one the
+    write was made against, section by section; PromptChangedError naming the sections if not."""
+    if stored is None:
+        return
+    diff = prompt_diff(read, stored.descriptor())
+    if not diff.empty:
+        raise prompt_changed(read.ns, read.key, diff, reader=reader, advice=advice)
 
 
 def _check_ref(ns: str, key: str, tag: str | None = None) -> None:

@@ -4,17 +4,24 @@ A store holds, per prompt ``(ns, key)``:
 
 - the prompt itself (``put_prompt`` / ``get_prompt``), so workers and the CLI can render it;
 - overrides per tag (``store`` / ``resolve`` / ``delete`` / ``list_tags``): temporary experiment
-  tags are written and deleted freely;
+  tags are written and deleted freely (``store`` is the workers' primitive for them);
 - versions of long-lived tags (``apply`` / ``history`` / ``rollback``): every apply that changes
   the tag records an immutable :class:`~optiflow.core.overrides.Version`; a tag's first apply
   records what the tag rendered before it as a version of its own (source ``original``), so a
   rollback can undo the first apply too; an apply that would change nothing writes nothing and
   says so (``Applied.status == "unchanged"``). History is append-only and two applies racing on
-  one tag never lose a version.
+  one tag never lose a version. ``apply`` and ``rollback`` refuse a temporary tag (``opt-``).
 
 Every write validates against the prompt's descriptor first (unknown section -> ValidationError,
 frozen section -> ValidationError code ``frozen_section``, hash mismatch -> StaleOverrideError)
 and writes nothing when any override of the call is refused. A multi-section write is atomic.
+
+``apply`` and ``rollback`` are compare-and-sets against the prompt their caller read: in the
+same transaction as the write, the stored prompt's sections (paths, order, body hashes, frozen
+flags, titles) and user message are compared with it, and when they differ nothing is written
+(:class:`~optiflow.errors.PromptChangedError`, code ``prompt_changed``, naming the sections added,
+removed and changed). A prompt not in the store at all is registered by the ``apply`` that first
+writes against it, in that same transaction. Neither ever writes a prompt body otherwise.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from optiflow.core.sections import PromptDescriptor
 @runtime_checkable
 class OverridesStore(Protocol):
     def put_prompt(self, prompt: Prompt) -> None:
-        """Register (or replace) a prompt's base template."""
+        """Register (or replace) a prompt's base template. Overrides made for a section body it
+        changes become stale: kept, never rendered (seed 000's hash guard)."""
         ...
 
     def get_prompt(self, ns: str, key: str) -> Prompt:
@@ -65,7 +73,7 @@ class OverridesStore(Protocol):
 
     def apply(
         self,
-        descriptor: PromptDescriptor,
+        prompt: Prompt,
         sections: Sequence[SectionOverride],
         *,
         tag: str = STABLE,
@@ -75,7 +83,11 @@ class OverridesStore(Protocol):
     ) -> Applied:
         """Merge into a long-lived tag and record the result as the next version (patch bump);
         on the tag's first apply, its previous content is recorded first (``Applied.original``).
-        When the merge leaves the tag as it is, nothing is written (``status="unchanged"``)."""
+        When the merge leaves the tag as it is, nothing is written (``status="unchanged"``).
+
+        ``prompt`` is the prompt the changes were made against (a job's snapshot): when the store
+        holds another, PromptChangedError and nothing is written; when it holds none, ``prompt``
+        is registered with the write."""
         ...
 
     def history(self, ns: str, key: str, tag: str = STABLE) -> list[Version]:
@@ -90,7 +102,8 @@ class OverridesStore(Protocol):
         tag: str = STABLE,
         source: str = "rollback",
     ) -> Version:
-        """Restore the overrides of ``version`` as a new version. NotFoundError if unknown."""
+        """Restore the overrides of ``version`` as a new version. NotFoundError if unknown;
+        PromptChangedError when the stored prompt is not ``descriptor``'s (nothing written)."""
         ...
 
     def close(self) -> None: ...

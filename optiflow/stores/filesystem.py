@@ -4,11 +4,15 @@ Layout under ``root``::
 
     prompts/<ns>/<key>.json      the prompt
     overrides/<ns>/<key>.json    {"tags": {tag: overrides}, "versions": {tag: [version, ...]}}
-    overrides/<ns>/<key>.lock    flock held while that file is read, changed and replaced
+    overrides/<ns>/<key>.lock    flock held while that file (or the prompt) is read, changed and
+                                 replaced
 
 Every file is written to a temporary file and moved into place with ``os.replace``, so a reader
 sees either the old or the new content. One file per prompt makes a write that changes a tag and
-appends its version a single atomic replace.
+appends its version a single atomic replace. ``put_prompt`` takes the same lock, so a guarded write
+(``apply``, ``rollback``) reads the prompt, compares and writes with no push in between; an apply
+that registers the prompt replaces the prompt file, then the overrides file, under that lock (a
+crash between the two leaves the prompt registered and the tag as it was: the apply can be re-run).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import pydantic
 from optiflow.core.overrides import PromptOverrides, Version
 from optiflow.core.prompt import Prompt
 from optiflow.errors import StoreError
-from optiflow.stores._common import Change, StoreBase, Write
+from optiflow.stores._common import Change, State, StoreBase, Write
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -45,7 +49,8 @@ class FilesystemOverridesStore(StoreBase):
         return self.root / "overrides" / ns / f"{key}.json"
 
     def _put_prompt(self, prompt: Prompt) -> None:
-        _write_atomic(self._prompt_path(prompt.ns, prompt.key), prompt.model_dump_json(indent=2))
+        with _locked(self._state_path(prompt.ns, prompt.key)):
+            _write_atomic(self._prompt_path(prompt.ns, prompt.key), prompt.model_dump_json(indent=2))
 
     def _get_prompt(self, ns: str, key: str) -> Prompt | None:
         path = self._prompt_path(ns, key)
@@ -70,20 +75,24 @@ class FilesystemOverridesStore(StoreBase):
     def _history(self, ns: str, key: str, tag: str) -> list[Version]:
         return _State.load(self._state_path(ns, key)).history(tag)
 
-    def _transact(self, ns: str, key: str, tag: str, change: Change) -> Write:
+    def _transact(self, ns: str, key: str, tag: str, change: Change, *, guard_prompt: bool = False) -> Write:
         path = self._state_path(ns, key)
         with _locked(path):
             state = _State.load(path)
             raw_versions: list[Any] = state.versions.get(tag, [])
             head = _parse(Version, raw_versions[-1], path) if raw_versions else None
-            write = change(state.overrides(tag), head)
-            if write.content is None and not write.versions:
+            stored = self._get_prompt(ns, key) if guard_prompt else None
+            write = change(State(state.overrides(tag), head, stored))
+            if write.empty:
                 return write
+            if write.prompt is not None:
+                _write_atomic(self._prompt_path(ns, key), write.prompt.model_dump_json(indent=2))
             if write.content is not None:
                 state.tags[tag] = write.content.model_dump(mode="json")
             if write.versions:
                 state.versions[tag] = [*raw_versions, *(v.model_dump(mode="json") for v in write.versions)]
-            state.save()
+            if write.content is not None or write.versions:
+                state.save()
             return write
 
     def close(self) -> None:

@@ -6,7 +6,7 @@ import threading
 
 from optiflow.core.overrides import PromptOverrides, Version
 from optiflow.core.prompt import Prompt
-from optiflow.stores._common import Change, StoreBase, Write
+from optiflow.stores._common import Change, State, StoreBase, Write
 
 _Tag = tuple[str, str, str]
 
@@ -44,11 +44,14 @@ class MemoryOverridesStore(StoreBase):
         with self._lock:
             return list(self._versions.get((ns, key, tag), ()))
 
-    def _transact(self, ns: str, key: str, tag: str, change: Change) -> Write:
+    def _transact(self, ns: str, key: str, tag: str, change: Change, *, guard_prompt: bool = False) -> Write:
         where = (ns, key, tag)
-        with self._lock:
+        with self._lock:  # put_prompt takes it too: the prompt cannot change under a guarded write
             versions: list[Version] = self._versions.get(where, [])
-            write = change(self._tags.get(where), versions[-1] if versions else None)
+            stored = self._prompts.get((ns, key)) if guard_prompt else None
+            write = change(State(self._tags.get(where), versions[-1] if versions else None, stored))
+            if write.prompt is not None:
+                self._prompts[ns, key] = write.prompt
             if write.content is not None:
                 self._tags[where] = write.content
             if write.versions:

@@ -3,7 +3,9 @@
 A write is one MULTI/EXEC (the tag's JSON, the tag index, and the appended version together),
 guarded by WATCH on the tag and its version list: when another client changed either in between,
 the transaction is recomputed from the new state, so two applies racing on one tag never lose a
-version and two merges never lose a section.
+version and two merges never lose a section. A guarded write (``apply``, ``rollback``) WATCHes the
+prompt's key too: a push between its compare and its EXEC makes it compare again with the pushed
+prompt; a prompt it registers is SET in the same MULTI/EXEC.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from optiflow.core.overrides import PromptOverrides, Version
 from optiflow.core.prompt import Prompt
 from optiflow.errors import StoreError
 from optiflow.stores import keys
-from optiflow.stores._common import Change, StoreBase, Write
+from optiflow.stores._common import Change, State, StoreBase, Write
 
 _MAX_ATTEMPTS = 200
 
@@ -60,23 +62,29 @@ class RedisOverridesStore(StoreBase):
         raws = self._client.lrange(keys.versions(self.prefix, ns, key, tag), 0, -1)
         return [Version.model_validate_json(raw) for raw in raws]
 
-    def _transact(self, ns: str, key: str, tag: str, change: Change) -> Write:
+    def _transact(self, ns: str, key: str, tag: str, change: Change, *, guard_prompt: bool = False) -> Write:
         okey = keys.overrides(self.prefix, ns, key, tag)
         vkey = keys.versions(self.prefix, ns, key, tag)
+        pkey = keys.prompt(self.prefix, ns, key)
         with self._client.pipeline() as pipe:
             for _ in range(_MAX_ATTEMPTS):
                 try:
-                    pipe.watch(okey, vkey)
+                    pipe.watch(okey, vkey, *((pkey,) if guard_prompt else ()))
                     # Read after WATCH: any change from here on makes EXEC fail and we recompute.
                     raw, raw_head = self._client.get(okey), self._client.lindex(vkey, -1)
                     write = change(
-                        None if raw is None else PromptOverrides.model_validate_json(raw),
-                        None if raw_head is None else Version.model_validate_json(raw_head),
+                        State(
+                            None if raw is None else PromptOverrides.model_validate_json(raw),
+                            None if raw_head is None else Version.model_validate_json(raw_head),
+                            self._get_prompt(ns, key) if guard_prompt else None,
+                        )
                     )
-                    if write.content is None and not write.versions:
+                    if write.empty:
                         pipe.unwatch()
                         return write
                     pipe.multi()
+                    if write.prompt is not None:
+                        pipe.set(pkey, write.prompt.model_dump_json())
                     if write.content is not None:
                         pipe.set(okey, write.content.model_dump_json())
                         pipe.sadd(keys.tags(self.prefix, ns, key), tag)

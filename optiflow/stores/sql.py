@@ -4,8 +4,11 @@ Tables (created on open): ``optiflow_prompts``, ``optiflow_overrides`` and ``opt
 rows holding the models' JSON. A write is one transaction that locks the tag's row (``FOR
 UPDATE``), reads the latest version and inserts the next one; the primary key
 ``(ns, key, tag, seq)`` makes a racing insert of the same version fail, and the transaction is
-then retried on the new state. On SQLite every transaction is ``BEGIN IMMEDIATE``, which
-serializes writers up front.
+then retried on the new state. A guarded write (``apply``, ``rollback``) first locks the prompt's
+row (``FOR UPDATE``: a push waits until it commits) and compares it, and registers a prompt that
+has no row in the same transaction (a racing insert fails and the write is retried on the new
+state). Rows are always locked in that order, prompt then tag. On SQLite every transaction is
+``BEGIN IMMEDIATE``, which serializes writers up front.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from optiflow.core.overrides import PromptOverrides, Version
 from optiflow.core.prompt import Prompt
 from optiflow.errors import StoreError
-from optiflow.stores._common import Change, StoreBase, Write
+from optiflow.stores._common import Change, State, StoreBase, Write
 
 T = TypeVar("T")
 
@@ -117,10 +120,15 @@ class SqlOverridesStore(StoreBase):
         with self._engine.begin() as conn:
             return [Version.model_validate_json(raw) for raw in conn.scalars(query)]
 
-    def _transact(self, ns: str, key: str, tag: str, change: Change) -> Write:
-        ov, vs = self._overrides, self._versions
+    def _transact(self, ns: str, key: str, tag: str, change: Change, *, guard_prompt: bool = False) -> Write:
+        ov, vs, pr = self._overrides, self._versions, self._prompts
 
         def work(conn: Connection) -> Write:
+            stored = None
+            if guard_prompt:  # locked first: a push waits until this transaction ends
+                where = (pr.c.ns == ns) & (pr.c.key == key)
+                raw_prompt = conn.scalar(sa.select(pr.c.data).where(where).with_for_update())
+                stored = None if raw_prompt is None else Prompt.model_validate_json(raw_prompt)
             raw = conn.scalar(sa.select(ov.c.data).where(self._tag_row(ov, ns, key, tag)).with_for_update())
             head = conn.execute(
                 sa.select(vs.c.seq, vs.c.data)
@@ -129,9 +137,14 @@ class SqlOverridesStore(StoreBase):
                 .limit(1)
             ).first()
             write = change(
-                None if raw is None else PromptOverrides.model_validate_json(raw),
-                None if head is None else Version.model_validate_json(head.data),
+                State(
+                    None if raw is None else PromptOverrides.model_validate_json(raw),
+                    None if head is None else Version.model_validate_json(head.data),
+                    stored,
+                )
             )
+            if write.prompt is not None:  # a racing insert of the same row: IntegrityError, retried
+                conn.execute(sa.insert(pr).values(ns=ns, key=key, data=write.prompt.model_dump_json()))
             if write.content is not None:
                 data = write.content.model_dump_json()
                 if raw is None:

@@ -120,7 +120,7 @@ def test_render(cli: Cli, pushed: Path, home: Path) -> None:
     assert user.strip() == "Customer: Where is it?"
 
     s = store(home)
-    s.apply(s.get_prompt("support", "bot").descriptor(), [refunds_override("Refunds: 30 days.")], source="t")
+    s.apply(s.get_prompt("support", "bot"), [refunds_override("Refunds: 30 days.")], source="t")
     code, out, _ = cli("prompt", "render", "support/bot", "--param", "company=Acme=Corp")
     assert code == 0
     assert "# Refunds\nRefunds: 30 days." in out
@@ -133,7 +133,7 @@ def test_history_and_rollback(cli: Cli, pushed: Path, home: Path) -> None:
     assert (code, out.strip()) == (0, "no versions of support/bot under tag stable")
 
     s = store(home)
-    desc = s.get_prompt("support", "bot").descriptor()
+    desc = s.get_prompt("support", "bot")
     s.apply(desc, [refunds_override("first")], source="job-1", description="shorter refunds")
     s.apply(desc, [refunds_override("second")], source="job-2", model_params={"temperature": 0})
     code, out, _ = cli("prompt", "history", "support/bot")
@@ -163,7 +163,7 @@ def test_history_and_rollback(cli: Cli, pushed: Path, home: Path) -> None:
 
 def test_tags_are_independent(cli: Cli, pushed: Path, home: Path) -> None:
     s = store(home)
-    desc = s.get_prompt("support", "bot").descriptor()
+    desc = s.get_prompt("support", "bot")
     s.apply(desc, [refunds_override("mine")], tag="alice", source="cli")
     assert "2 versions" in cli("prompt", "history", "support/bot", "--tag", "alice")[1]
     assert "no versions" in cli("prompt", "history", "support/bot")[1]
@@ -203,7 +203,7 @@ def test_bad_input_is_one_line_and_writes_nothing(
     args = tuple(a.replace("{malformed}", str(tmp_path / "malformed.yaml")) for a in args)
     args = tuple(a.replace("{invalid}", str(tmp_path / "invalid.yaml")) for a in args)
     s = store(home)
-    s.apply(s.get_prompt("support", "bot").descriptor(), [refunds_override("x")], source="t")
+    s.apply(s.get_prompt("support", "bot"), [refunds_override("x")], source="t")
     before = snapshot(home)
     code, out, err = cli(*args)
     assert code == 2

@@ -228,7 +228,13 @@ BAD_BODIES: dict[str, tuple[Callable[[dict[str, Any]], Any], int, str, str, str]
     "unknown kind": (_with(kind="distill"), 400, "validation_error", "kind", "distill"),
     "eval_runs 0": (_with(eval_runs=0), 400, "validation_error", "eval_runs", "greater than or equal to 1"),
     "misspelt field": (_with(eval_run=2), 400, "validation_error", "eval_run", "Extra inputs"),
-    "bad baseline tag": (_with(baseline_tag="my tag"), 400, "validation_error", "tag", "invalid tag"),
+    "bad baseline tag": (
+        _with(baseline_tag="my tag"),
+        400,
+        "validation_error",
+        "baseline_tag",
+        "invalid tag",
+    ),
     "a list, not an object": (lambda doc: [doc], 400, "validation_error", "body", "JSON object"),
 }
 

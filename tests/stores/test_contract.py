@@ -6,6 +6,7 @@ failing under CI=true); each test gets its own Redis key prefix / PostgreSQL sch
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import uuid
@@ -18,8 +19,14 @@ import pytest
 
 from optiflow.core.overrides import Applied, PromptOverrides, SectionOverride, Version
 from optiflow.core.prompt import Prompt, Section
-from optiflow.core.sections import SectionPath
-from optiflow.errors import ConfigError, NotFoundError, StaleOverrideError, ValidationError
+from optiflow.core.sections import PromptDescriptor, PromptDiff, SectionPath, prompt_diff
+from optiflow.errors import (
+    ConfigError,
+    NotFoundError,
+    PromptChangedError,
+    StaleOverrideError,
+    ValidationError,
+)
 from optiflow.settings import Settings
 from optiflow.stores import (
     FilesystemOverridesStore,
@@ -55,27 +62,43 @@ def ov(path: SectionPath, body: str, prompt: Prompt = PROMPT) -> SectionOverride
     return SectionOverride(path=path, expected_hash=prompt.section(path).hash, body=body)
 
 
+def _open(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> OverridesStore:
+    """A new store of the backend ``kind`` on this test's state (its own connection / engine)."""
+    if kind == "memory":
+        return MemoryOverridesStore()
+    if kind == "filesystem":
+        return FilesystemOverridesStore(tmp_path / "store")
+    if kind == "redis":
+        return RedisOverridesStore(
+            request.getfixturevalue("redis_url"), prefix=request.getfixturevalue("redis_prefix")
+        )
+    if kind == "sqlite":
+        return SqlOverridesStore(f"sqlite:///{tmp_path / 'db' / 'optiflow.db'}")
+    url, schema = request.getfixturevalue("pg_schema")
+    return SqlOverridesStore(url, schema=schema)
+
+
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OverridesStore]:
     kind: str = request.param
-    s: OverridesStore
-    if kind == "memory":
-        s = MemoryOverridesStore()
-    elif kind == "filesystem":
-        s = FilesystemOverridesStore(tmp_path / "store")
-    elif kind == "redis":
-        s = RedisOverridesStore(
-            request.getfixturevalue("redis_url"), prefix=request.getfixturevalue("redis_prefix")
-        )
-    elif kind == "sqlite":
-        s = SqlOverridesStore(f"sqlite:///{tmp_path / 'db' / 'optiflow.db'}")
-    else:
-        url, schema = request.getfixturevalue("pg_schema")
-        s = SqlOverridesStore(url, schema=schema)
+    s = _open(kind, request, tmp_path)
     yield s
     s.close()
     if kind == "postgres":
+        url, schema = request.getfixturevalue("pg_schema")
         _sql(url, *(f'DELETE FROM "{schema}".optiflow_{t}' for t in ("prompts", "overrides", "versions")))
+
+
+@pytest.fixture
+def other(store: OverridesStore, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OverridesStore]:
+    """A second store on ``store``'s state, as another process would open it (its own Redis
+    connection pool, SQL engine, file handles); the memory backend's state is its instance."""
+    if isinstance(store, MemoryOverridesStore):
+        yield store
+        return
+    s = _open(request.node.callspec.params["store"], request, tmp_path)
+    yield s
+    s.close()
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +216,7 @@ BAD = {
 
 
 def test_a_refused_call_writes_nothing(store: OverridesStore) -> None:
-    store.apply(DESC, [ov(REFUNDS, "before")], source="setup")
+    store.apply(PROMPT, [ov(REFUNDS, "before")], source="setup")
     store.store(DESC, [ov(REFUNDS, "before")], tag="exp")
     before = {t: store.resolve("support", "bot", t) for t in ("stable", "exp")}
     for bad in BAD.values():
@@ -202,7 +225,7 @@ def test_a_refused_call_writes_nothing(store: OverridesStore) -> None:
             with pytest.raises((ValidationError, StaleOverrideError)):
                 store.store(DESC, sections, tag=tag, replace=replace)
         with pytest.raises((ValidationError, StaleOverrideError)):
-            store.apply(DESC, sections, source="job-1", model_params={"temperature": 0})
+            store.apply(PROMPT, sections, source="job-1", model_params={"temperature": 0})
     assert {t: store.resolve("support", "bot", t) for t in ("stable", "exp")} == before
     assert [v.version for v in store.history("support", "bot")] == ["v1.0.0", "v1.0.1"]
     assert store.list_tags("support", "bot") == ["exp", "stable"]
@@ -233,7 +256,7 @@ def applied(store: OverridesStore, *args: Any, **kwargs: Any) -> Version:
 
 def test_apply_records_versions(store: OverridesStore) -> None:
     t0 = datetime.now(UTC)
-    first = store.apply(DESC, [ov(INTRO, "a")], source="job-1", description="shorter intro")
+    first = store.apply(PROMPT, [ov(INTRO, "a")], source="job-1", description="shorter intro")
     assert first.status == "applied" and not first.unchanged
     original, v1 = first.original, first.version
     assert original is not None and v1 is not None
@@ -248,7 +271,7 @@ def test_apply_records_versions(store: OverridesStore) -> None:
     assert (v1.version, v1.previous, v1.tag) == ("v1.0.1", "v1.0.0", "stable")
     assert (v1.source, v1.description) == ("job-1", "shorter intro")
     assert t0 - timedelta(seconds=1) <= v1.created_at <= datetime.now(UTC) + timedelta(seconds=1)
-    second = store.apply(DESC, [ov(TONE, "c")], source="job-2", model_params={"temperature": 0.1})
+    second = store.apply(PROMPT, [ov(TONE, "c")], source="job-2", model_params={"temperature": 0.1})
     v2 = second.version
     assert second.original is None and v2 is not None
     assert (v2.version, v2.previous, v2.source, v2.description) == ("v1.0.2", "v1.0.1", "job-2", "")
@@ -262,7 +285,7 @@ def test_the_original_keeps_what_the_tag_held_before(store: OverridesStore) -> N
     """A tag written without versions (``store``) before its first apply: that content is the
     original version, so a rollback returns to it."""
     before = store.store(DESC, [ov(TONE, "hand-written")], tag="stable")
-    first = store.apply(DESC, [ov(INTRO, "a")], source="job-1")
+    first = store.apply(PROMPT, [ov(INTRO, "a")], source="job-1")
     assert first.original is not None and first.original.overrides == before
     assert first.version is not None
     assert {s.path: s.body for s in first.version.overrides.sections} == {INTRO: "a", TONE: "hand-written"}
@@ -270,27 +293,27 @@ def test_the_original_keeps_what_the_tag_held_before(store: OverridesStore) -> N
 
 def test_applying_the_same_change_twice_writes_nothing(store: OverridesStore) -> None:
     changes = [ov(INTRO, "a"), ov(TONE, "c")]
-    first = applied(store, DESC, changes, source="job-1", model_params={"temperature": 0.2})
+    first = applied(store, PROMPT, changes, source="job-1", model_params={"temperature": 0.2})
     # the same job again, its sections in another order, or a subset of what is there: no change
     for sections, params in ((changes, {"temperature": 0.2}), (changes[::-1], None), ([changes[1]], {})):
-        again = store.apply(DESC, sections, source="job-1", model_params=params)
+        again = store.apply(PROMPT, sections, source="job-1", model_params=params)
         assert again.status == "unchanged" and again.unchanged
         assert again.version == first and again.original is None
     assert [v.version for v in store.history("support", "bot")] == ["v1.0.0", "v1.0.1"]
     assert store.resolve("support", "bot", "stable") == first.overrides
     # nothing to write on a tag with no version at all: unchanged, and still no version
-    empty = store.apply(DESC, [], tag="fresh", source="job-2")
+    empty = store.apply(PROMPT, [], tag="fresh", source="job-2")
     assert (empty.status, empty.version) == ("unchanged", None)
     assert store.history("support", "bot", "fresh") == []
     assert store.resolve("support", "bot", "fresh") is None
     # a real change after that is a new version again
-    assert applied(store, DESC, [ov(INTRO, "b")], source="job-3").version == "v1.0.2"
+    assert applied(store, PROMPT, [ov(INTRO, "b")], source="job-3").version == "v1.0.2"
 
 
 def test_history_is_oldest_first_and_per_tag(store: OverridesStore) -> None:
     for i in range(3):
-        store.apply(DESC, [ov(INTRO, f"stable {i}")], source=f"job-{i}")
-    store.apply(DESC, [ov(INTRO, "mine")], tag="alice", source="cli")
+        store.apply(PROMPT, [ov(INTRO, f"stable {i}")], source=f"job-{i}")
+    store.apply(PROMPT, [ov(INTRO, "mine")], tag="alice", source="cli")
     stable = store.history("support", "bot")
     assert [v.version for v in stable] == ["v1.0.0", "v1.0.1", "v1.0.2", "v1.0.3"]
     assert [v.source for v in stable] == ["original", "job-0", "job-1", "job-2"]
@@ -299,8 +322,8 @@ def test_history_is_oldest_first_and_per_tag(store: OverridesStore) -> None:
 
 
 def test_rollback_restores_a_set_as_a_new_version(store: OverridesStore) -> None:
-    v1 = applied(store, DESC, [ov(INTRO, "a")], source="job-1", model_params={"temperature": 0.3})
-    store.apply(DESC, [ov(REFUNDS, "b"), ov(INTRO, "a2")], source="job-2", model_params={"model": "m"})
+    v1 = applied(store, PROMPT, [ov(INTRO, "a")], source="job-1", model_params={"temperature": 0.3})
+    store.apply(PROMPT, [ov(REFUNDS, "b"), ov(INTRO, "a2")], source="job-2", model_params={"model": "m"})
     v3 = store.rollback(DESC, "v1.0.1")
     assert (v3.version, v3.previous, v3.source) == ("v1.0.3", "v1.0.2", "rollback")
     assert "v1.0.1" in v3.description
@@ -314,7 +337,7 @@ def test_rollback_restores_a_set_as_a_new_version(store: OverridesStore) -> None
 
 def test_rollback_undoes_the_first_apply(store: OverridesStore) -> None:
     store.put_prompt(PROMPT)
-    first = store.apply(DESC, [ov(INTRO, "Hi.")], source="job-1")
+    first = store.apply(PROMPT, [ov(INTRO, "Hi.")], source="job-1")
     assert first.original is not None
     back = store.rollback(DESC, first.original.version)
     assert (back.version, back.previous) == ("v1.0.2", "v1.0.1")
@@ -325,7 +348,7 @@ def test_rollback_undoes_the_first_apply(store: OverridesStore) -> None:
 
 
 def test_rollback_to_an_unknown_version(store: OverridesStore) -> None:
-    store.apply(DESC, [ov(INTRO, "a")], source="job-1")
+    store.apply(PROMPT, [ov(INTRO, "a")], source="job-1")
     with pytest.raises(NotFoundError) as err:
         store.rollback(DESC, "v1.0.7")
     assert err.value.field == "version"
@@ -337,8 +360,8 @@ def test_rollback_to_an_unknown_version(store: OverridesStore) -> None:
 
 
 def test_rollback_refuses_a_set_that_is_now_stale(store: OverridesStore) -> None:
-    store.apply(DESC, [ov(TONE, "c")], source="job-1")
-    store.apply(DESC, [ov(INTRO, "a")], source="job-2")
+    store.apply(PROMPT, [ov(TONE, "c")], source="job-1")
+    store.apply(PROMPT, [ov(INTRO, "a")], source="job-2")
     newer = PROMPT.with_bodies({TONE: "A rewritten tone section."}).descriptor()
     with pytest.raises(StaleOverrideError):
         store.rollback(newer, "v1.0.1")
@@ -346,13 +369,232 @@ def test_rollback_refuses_a_set_that_is_now_stale(store: OverridesStore) -> None
 
 
 def test_deleting_a_tag_keeps_its_history(store: OverridesStore) -> None:
-    store.apply(DESC, [ov(INTRO, "a")], tag="opt-7-0", source="job-7")
-    assert store.delete("support", "bot", "opt-7-0") is True
-    assert store.resolve("support", "bot", "opt-7-0") is None
-    assert [v.version for v in store.history("support", "bot", "opt-7-0")] == ["v1.0.0", "v1.0.1"]
-    again = applied(store, DESC, [ov(TONE, "b")], tag="opt-7-0", source="job-7")
+    store.apply(PROMPT, [ov(INTRO, "a")], tag="exp-7", source="job-7")
+    assert store.delete("support", "bot", "exp-7") is True
+    assert store.resolve("support", "bot", "exp-7") is None
+    assert [v.version for v in store.history("support", "bot", "exp-7")] == ["v1.0.0", "v1.0.1"]
+    again = applied(store, PROMPT, [ov(TONE, "b")], tag="exp-7", source="job-7")
     assert again.version == "v1.0.2"
     assert [s.path for s in again.overrides.sections] == [TONE]
+
+
+# -- apply: a compare-and-set against the prompt the job read ----------------------------------
+
+WARRANTY: SectionPath = ("warranty",)
+NEWER = PROMPT.model_copy(
+    update={
+        "sections": (*PROMPT.sections, Section(path=WARRANTY, body="Products carry a two-year warranty."))
+    }
+)
+"""The prompt pushed after the job read PROMPT: one more section (issue 26's reproduction)."""
+JOB_CHANGES = [ov(INTRO, "Hi, ${company} bot here."), ov(TONE, "Be brief.")]
+
+
+def state(store: OverridesStore) -> dict[str, object]:
+    """Everything the store holds for support/bot: the prompt, every tag's content and history."""
+    try:
+        prompt: Prompt | None = store.get_prompt("support", "bot")
+    except NotFoundError:
+        prompt = None
+    tags = store.list_tags("support", "bot")
+    return {
+        "prompt": prompt,
+        "tags": {t: store.resolve("support", "bot", t) for t in tags},
+        "history": {t: store.history("support", "bot", t) for t in ("stable", "exp", "alice", *tags)},
+    }
+
+
+def test_apply_of_a_job_older_than_the_stored_prompt_writes_nothing(store: OverridesStore) -> None:
+    """Push a prompt, a job reads it, a newer prompt with one more section is pushed: applying the
+    older job's changes is refused, names the section, and the newer prompt stays as it is."""
+    store.put_prompt(PROMPT)
+    job_read = store.get_prompt("support", "bot")
+    store.put_prompt(NEWER)
+    before = state(store)
+    with pytest.raises(PromptChangedError) as err:
+        store.apply(job_read, JOB_CHANGES, source="job:older", description="older job")
+    assert (err.value.code, err.value.field) == ("prompt_changed", "prompt")
+    assert (err.value.added, err.value.removed, err.value.changed, err.value.frozen) == (
+        ("warranty",),
+        (),
+        (),
+        (),
+    )
+    assert (
+        "added: warranty" in err.value.message and "rerun the job on the current prompt" in err.value.message
+    )
+    assert "job:older" in err.value.message
+    assert isinstance(err.value, StaleOverrideError)  # the hash guard, for the whole prompt
+    assert state(store) == before
+    assert store.get_prompt("support", "bot") == NEWER  # the warranty section is still there
+    # on a tag that already holds versions too
+    applied(store, NEWER, [ov(REFUNDS, "30 days.", NEWER)], source="job:newer")
+    before = state(store)
+    with pytest.raises(PromptChangedError):
+        store.apply(job_read, JOB_CHANGES, source="job:older")
+    assert state(store) == before
+
+
+CHANGED_SINCE: dict[str, tuple[Prompt, dict[str, object]]] = {
+    "a section added": (NEWER, {"added": ("warranty",)}),
+    "a section removed": (
+        PROMPT.model_copy(update={"sections": PROMPT.sections[:2] + PROMPT.sections[3:]}),
+        {"removed": ("rules/tone",)},
+    ),
+    "a body changed": (PROMPT.with_bodies({TONE: "Be warm."}), {"changed": ("rules/tone",)}),
+    "a section unfrozen": (
+        PROMPT.model_copy(
+            update={
+                "sections": (*PROMPT.sections[:3], PROMPT.sections[3].model_copy(update={"frozen": False}))
+            }
+        ),
+        {"frozen": ("safety",)},
+    ),
+    "a title changed": (
+        PROMPT.model_copy(
+            update={
+                "sections": (
+                    PROMPT.sections[0],
+                    PROMPT.sections[1].model_copy(update={"title": "Refunds"}),
+                    *PROMPT.sections[2:],
+                )
+            }
+        ),
+        {"retitled": ("rules/refunds",)},
+    ),
+    "the user message changed": (PROMPT.model_copy(update={"user": "Client: ${input}"}), {"user": True}),
+    "sections reordered": (
+        PROMPT.model_copy(
+            update={"sections": (PROMPT.sections[1], PROMPT.sections[0], *PROMPT.sections[2:])}
+        ),
+        {"reordered": True},
+    ),
+}
+
+
+def test_every_kind_of_change_since_the_job_is_refused_by_name(store: OverridesStore) -> None:
+    for name, (pushed, named) in CHANGED_SINCE.items():
+        store.put_prompt(pushed)
+        before = state(store)
+        with pytest.raises(PromptChangedError) as err:
+            store.apply(PROMPT, [ov(INTRO, "a")], source="job-1")
+        fields = ("added", "removed", "changed", "frozen", "retitled", "reordered", "user")
+        got = {k: getattr(err.value, k) for k in fields}
+        want = dict.fromkeys(fields, ()) | {"reordered": False, "user": False} | named
+        assert got == want, name
+        assert state(store) == before, name
+
+
+def test_a_failed_apply_writes_nothing(store: OverridesStore) -> None:
+    """Refused for any reason (the tag, an override, the params, the prompt), an apply writes
+    nothing: not the prompt when it was not registered, not the tag, not a version."""
+    bad_calls: list[tuple[Prompt, list[SectionOverride], dict[str, Any]]] = [
+        (PROMPT, JOB_CHANGES, {"tag": "bad tag!"}),
+        (PROMPT, JOB_CHANGES, {"tag": "opt-keepme"}),
+        *((PROMPT, [*JOB_CHANGES, bad], {}) for bad in BAD.values()),
+        (PROMPT, JOB_CHANGES, {"model_params": {"when": datetime.now(UTC)}}),
+    ]
+    empty = state(store)
+    for prompt, sections, kwargs in bad_calls:  # an unregistered prompt stays unregistered
+        with pytest.raises((ValidationError, StaleOverrideError)):
+            store.apply(prompt, sections, source="job-1", **kwargs)
+        assert state(store) == empty, kwargs
+    applied(store, PROMPT, [ov(REFUNDS, "before")], source="setup")
+    store.store(DESC, [ov(REFUNDS, "before")], tag="exp")
+    before = state(store)
+    store.put_prompt(NEWER)
+    bad_calls.append((PROMPT, JOB_CHANGES, {}))  # the prompt changed since the job
+    for prompt, sections, kwargs in bad_calls:
+        with pytest.raises((ValidationError, StaleOverrideError)):
+            store.apply(prompt, sections, source="job-1", **kwargs)
+    assert state(store) == {**before, "prompt": NEWER}
+
+
+def test_the_first_apply_of_an_unregistered_prompt_registers_it(store: OverridesStore) -> None:
+    nothing = store.apply(PROMPT, [], tag="exp", source="job-0")  # writes nothing: registers nothing
+    assert (nothing.status, nothing.version) == ("unchanged", None)
+    with pytest.raises(NotFoundError):
+        store.get_prompt("support", "bot")
+    first = applied(store, PROMPT, JOB_CHANGES, source="job-1")
+    assert store.get_prompt("support", "bot") == PROMPT
+    assert store.resolve("support", "bot", "stable") == first.overrides
+    # from now on the registered prompt is what every apply is compared with
+    assert applied(store, PROMPT, [ov(REFUNDS, "b")], source="job-2").version == "v1.0.2"
+    with pytest.raises(PromptChangedError):
+        store.apply(NEWER, [ov(REFUNDS, "c", NEWER)], source="job-3")
+    assert store.get_prompt("support", "bot") == PROMPT
+
+
+def test_temporary_tags_are_the_workers_alone(store: OverridesStore) -> None:
+    """``apply`` and ``rollback`` refuse a tag under the temporary prefix; ``store``, the workers'
+    primitive for their experiment tags, writes it."""
+    store.store(DESC, [ov(INTRO, "candidate")], tag="opt-job1-0")
+    for call in (
+        lambda: store.apply(PROMPT, JOB_CHANGES, tag="opt-keepme", source="job-1"),
+        lambda: store.rollback(DESC, "v1.0.0", tag="opt-job1-0"),
+    ):
+        with pytest.raises(ValidationError) as err:
+            call()
+        assert err.value.field == "tag" and "temporary" in err.value.message
+    assert store.list_tags("support", "bot") == ["opt-job1-0"]
+    assert store.history("support", "bot", "opt-keepme") == []
+
+
+def test_rollback_is_a_compare_and_set_too(store: OverridesStore) -> None:
+    store.put_prompt(PROMPT)
+    applied(store, PROMPT, [ov(INTRO, "a")], source="job-1")
+    applied(store, PROMPT, [ov(REFUNDS, "b")], source="job-2")
+    store.put_prompt(NEWER)
+    before = state(store)
+    with pytest.raises(PromptChangedError) as err:
+        store.rollback(DESC, "v1.0.1")  # read before the push
+    assert err.value.added == ("warranty",) and "the rollback" in err.value.message
+    assert state(store) == before
+    restored = store.rollback(NEWER.descriptor(), "v1.0.1")  # read again: the same sets are fresh
+    assert restored.version == "v1.0.3"
+
+
+def test_the_compare_is_atomic_with_the_write(
+    store: OverridesStore, other: OverridesStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A push from another connection exactly between apply's compare and its write. A backend
+    that locks (memory, filesystem, SQL: the prompt's lock or row) holds the push back until the
+    apply committed; Redis lets it land, and the WATCH on the prompt makes the apply compare again
+    and refuse. Never both: an apply made against PROMPT committed over NEWER."""
+    store.put_prompt(PROMPT)
+    optimistic = isinstance(store, RedisOverridesStore)
+    compare = prompt_diff
+    pushed = threading.Event()
+    pusher = threading.Thread(target=lambda: push(other, pushed))
+    landed_during_compare: list[bool] = []
+
+    def compare_while_pushing(read: PromptDescriptor, now: PromptDescriptor) -> PromptDiff:
+        if not landed_during_compare:  # the first compare: push from the other connection now
+            pusher.start()
+            landed_during_compare.append(pushed.wait(10 if optimistic else 0.3))
+        return compare(read, now)
+
+    monkeypatch.setattr("optiflow.stores._common.prompt_diff", compare_while_pushing)
+    try:
+        outcome: Applied | None = store.apply(PROMPT, JOB_CHANGES, source="job-1")
+    except PromptChangedError as exc:
+        assert exc.added == ("warranty",)
+        outcome = None
+    pusher.join(timeout=30)
+    assert pushed.is_set() and store.get_prompt("support", "bot") == NEWER  # the push always lands
+    history = store.history("support", "bot")
+    if optimistic:  # the push landed under the apply's WATCH: refused, nothing written
+        assert landed_during_compare == [True]
+        assert outcome is None and history == [] and store.list_tags("support", "bot") == []
+    else:  # the push waited for the apply's commit
+        assert landed_during_compare == [False]
+        assert outcome is not None and outcome.status == "applied"
+        assert [v.version for v in history] == ["v1.0.0", "v1.0.1"]
+
+
+def push(store: OverridesStore, done: threading.Event) -> None:
+    store.put_prompt(NEWER)
+    done.set()
 
 
 # -- concurrency ------------------------------------------------------------------------------
@@ -384,7 +626,7 @@ def _race(work: Callable[[int], object]) -> list[object]:
 
 
 def test_racing_applies_never_lose_a_version(store: OverridesStore) -> None:
-    outcomes = _race(lambda i: store.apply(DESC, [ov(INTRO, f"body {i}")], source=f"job-{i}"))
+    outcomes = _race(lambda i: store.apply(PROMPT, [ov(INTRO, f"body {i}")], source=f"job-{i}"))
     versions = [o.version.version for o in outcomes if isinstance(o, Applied) and o.version]
     assert sorted(versions) == sorted(f"v1.0.{i}" for i in range(1, THREADS + 1))
     originals = [o.original for o in outcomes if isinstance(o, Applied) and o.original]
@@ -394,6 +636,37 @@ def test_racing_applies_never_lose_a_version(store: OverridesStore) -> None:
     assert [v.previous for v in history] == [None] + [f"v1.0.{i}" for i in range(THREADS)]
     assert sorted(v.source for v in history) == sorted(["original"] + [f"job-{i}" for i in range(THREADS)])
     assert store.resolve("support", "bot", "stable") == history[-1].overrides
+
+
+def test_concurrent_applies_of_different_jobs_never_lose_an_update(
+    store: OverridesStore, other: OverridesStore
+) -> None:
+    """Jobs that read the same prompt (not in the store yet) applied to one tag at once, from two
+    connections: each one applies on top of what the others wrote, under its own hash guards.
+    Every version is its predecessor plus its job's change, the prompt is registered once."""
+    mutable = (INTRO, REFUNDS, TONE)
+
+    def change(i: int) -> tuple[list[SectionOverride], dict[str, Any]]:
+        return [ov(mutable[i % len(mutable)], f"job {i}")], {f"p{i}": i}
+
+    def job(i: int) -> Applied:
+        sections, params = change(i)
+        return (store if i % 2 else other).apply(PROMPT, sections, source=f"job-{i}", model_params=params)
+
+    outcomes = _race(job)
+    assert all(isinstance(o, Applied) and o.status == "applied" for o in outcomes)
+    history = store.history("support", "bot")
+    assert [v.version for v in history] == [f"v1.0.{i}" for i in range(THREADS + 1)]
+    assert history[0].source == "original" and sorted(v.source for v in history[1:]) == sorted(
+        f"job-{i}" for i in range(THREADS)
+    )
+    for before, version in itertools.pairwise(history):
+        sections, params = change(int(version.source.removeprefix("job-")))
+        assert version.overrides == before.overrides.merged(sections, params), version.source
+    stable = store.resolve("support", "bot", "stable")
+    assert stable == history[-1].overrides
+    assert stable is not None and dict(stable.model_params) == {f"p{i}": i for i in range(THREADS)}
+    assert other.get_prompt("support", "bot") == PROMPT
 
 
 def test_racing_merges_never_lose_a_write(store: OverridesStore) -> None:
@@ -447,8 +720,8 @@ def test_open_store_picks_the_backend(tmp_path: Path, redis_url: str) -> None:
 def test_stores_share_state_across_instances(tmp_path: Path) -> None:
     """Two filesystem stores on one directory (two processes in real life) see one state."""
     a, b = FilesystemOverridesStore(tmp_path), FilesystemOverridesStore(tmp_path)
-    a.apply(DESC, [ov(INTRO, "a")], source="one")
-    assert applied(b, DESC, [ov(TONE, "b")], source="two").version == "v1.0.2"
+    a.apply(PROMPT, [ov(INTRO, "a")], source="one")
+    assert applied(b, PROMPT, [ov(TONE, "b")], source="two").version == "v1.0.2"
     assert isinstance(a.resolve("support", "bot", "stable"), PromptOverrides)
     assert len(a.history("support", "bot")) == 3
-    assert b.apply(DESC, [ov(TONE, "b")], source="two").unchanged
+    assert b.apply(PROMPT, [ov(TONE, "b")], source="two").unchanged

@@ -34,6 +34,11 @@ class CompressSpec(JobBudget):
     baseline_tag: str = STABLE
     baseline_overrides: tuple[SectionOverride, ...] = ()
     baseline_model_params: dict[str, JSONValue] = Field(default_factory=dict)
+    """Model params of the baseline, on top of ``model.params``. At submission the baseline tag's
+    stored model params merge in (unless the document sets ``baseline_overrides``: then it names
+    its baseline itself): a key only one side sets is kept, a key both set to the same value is
+    kept, a key both set to different values is refused naming both
+    (:func:`optiflow.core.overrides.merge_baseline_params`). Every check sees the merged params."""
     eval_runs: StrictInt = Field(default=3, ge=1, le=50)
     min_section_tokens: StrictInt = Field(default=40, ge=0)
     fail_fast: StrictBool = True

@@ -29,6 +29,11 @@ class MeasureSpec(JobBudget):
     baseline_overrides: tuple[SectionOverride, ...] = ()
     """The tag's overrides, snapshotted at submission (what is measured)."""
     baseline_model_params: dict[str, JSONValue] = Field(default_factory=dict)
+    """Model params of the baseline, on top of ``model.params``. At submission the baseline tag's
+    stored model params merge in (unless the document sets ``baseline_overrides``: then it names
+    its baseline itself): a key only one side sets is kept, a key both set to the same value is
+    kept, a key both set to different values is refused naming both
+    (:func:`optiflow.core.overrides.merge_baseline_params`). Every check sees the merged params."""
     runs: StrictInt = Field(default=5, ge=1, le=100)
     split: Split | None = None
     """Measure one split only (train / val / test); default every sample."""

@@ -108,10 +108,17 @@ class OptimizationHistory(Frozen):
         return self.test.confirmed if self.test is not None else None
 
     @property
+    def held_out_missing(self) -> bool:
+        """The job had ``splits: true`` and selected a best, but has no held-out result for it
+        (no test samples: a job admission now refuses; or the budget ended it before its test)."""
+        return self.splits and self.changed and self.test is None
+
+    @property
     def improved(self) -> bool:
         """A best other than the baseline, and not contradicted by held-out data: with a test
-        split only when it confirms it (the paired interval's lower bound above 0)."""
-        return self.changed and self.confirmed is not False
+        split only when it confirms it (the paired interval's lower bound above 0), and with
+        splits never without a test result."""
+        return self.changed and self.confirmed is not False and not self.held_out_missing
 
     def gain_line(self) -> str:
         """What the job can claim about its gain, in one line."""
@@ -132,6 +139,11 @@ class OptimizationHistory(Frozen):
             if t.confirmed:
                 return f"improved: held-out score {scores}"
             return f"not confirmed on held-out data: score {scores}; nothing is applied"
+        if self.held_out_missing:
+            return (
+                "not confirmed on held-out data: the job had splits: true but no test result "
+                "(no test samples, or its budget ran out first); nothing is applied"
+            )
         best = self.trial(self.best_candidate_id)
         chosen = best.selection if best is not None else None
         if chosen is not None:

@@ -64,6 +64,11 @@ class OptimizeSpec(JobBudget):
     baseline_tag: str = STABLE
     baseline_overrides: tuple[SectionOverride, ...] = ()
     baseline_model_params: dict[str, JSONValue] = Field(default_factory=dict)
+    """Model params of the baseline, on top of ``model.params``. At submission the baseline tag's
+    stored model params merge in (unless the document sets ``baseline_overrides``: then it names
+    its baseline itself): a key only one side sets is kept, a key both set to the same value is
+    kept, a key both set to different values is refused naming both
+    (:func:`optiflow.core.overrides.merge_baseline_params`). Every check sees the merged params."""
     max_section_chars: StrictInt = Field(default=20_000, ge=1)
     max_failing_examples: StrictInt = Field(default=8, ge=0)
     flags: dict[str, StrictBool] = Field(default_factory=dict)
@@ -94,10 +99,11 @@ class OptimizeSpec(JobBudget):
                 raise ValueError(f"treatment: section {path_str(path)!r} is frozen")
         self._optimizer_fits(treatment)
         if self.splits:
-            if not self.dataset.split("train").samples:
-                raise ValueError("splits: the dataset has no train sample")
-            if not self.dataset.split("val").samples:
-                raise ValueError("splits: the dataset has no val sample")
+            counts = {name: len(self.dataset.split(name).samples) for name in ("train", "val", "test")}
+            found = ", ".join(f"{name} {n}" for name, n in counts.items())
+            for name in ("train", "val"):
+                if not counts[name]:
+                    raise ValueError(f"splits: the dataset has no {name} sample ({found})")
         if isinstance(self.optimizer, StructuredOptimizerSpec):
             self.optimizer.block.parse(self.effective_body(self.optimizer.block.section))
         return self

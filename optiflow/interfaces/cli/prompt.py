@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from optiflow.core.overrides import PromptOverrides, SectionOverride
     from optiflow.core.prompt import Prompt, Section
+    from optiflow.stores.base import OverridesStore
 
 STABLE = "stable"  # optiflow.core.overrides.STABLE, without importing it
 _TAG_HELP = "overrides tag"
@@ -30,14 +31,26 @@ def prompt() -> None:
 @prompt.command()
 @click.argument("file")
 def push(file: str) -> None:
-    """Register (or replace) the prompt of a YAML FILE in the store."""
+    """Register (or replace) the prompt of a YAML FILE in the store.
+
+    Overrides stay as they are: one made for a section body this push changes is stale from now
+    on, kept and never rendered (the hash guard); the lines after ``pushed`` say which. A job made
+    on the previous prompt can no longer be applied (``apply`` refuses it: rerun the job)."""
+    from optiflow.errors import NotFoundError
     from optiflow.files import load_prompt
 
     p = load_prompt(file)
     with opened_store() as store:
+        try:
+            before: Prompt | None = store.get_prompt(p.ns, p.key)
+        except NotFoundError:
+            before = None
         store.put_prompt(p)
+        notes = _newly_stale(store, before, p) if before is not None else []
     frozen = sum(s.frozen for s in p.sections)
-    echo(f"pushed {p.id}: {len(p.sections)} sections ({frozen} frozen)")
+    echo(f"pushed {p.id}: {len(p.sections)} sections ({frozen} frozen){_since(before, p)}")
+    for note in notes:
+        echo(note)
 
 
 @prompt.command()
@@ -126,15 +139,49 @@ def history(ref: str, tag: str) -> None:
 @click.option("--tag", default=STABLE, show_default=True, help=_TAG_HELP)
 def rollback(ref: str, version: str, tag: str) -> None:
     """Restore the overrides of VERSION (like v1.0.2) as the tag's next version."""
-    from optiflow.core.overrides import check_tag, check_version
+    from optiflow.core.overrides import check_user_tag, check_version
 
     ns, key = split_ref(ref)
-    check_tag(tag)
+    check_user_tag(tag)
     check_version(version)
     with opened_store() as store:
         p = store.get_prompt(ns, key)
         v = store.rollback(p.descriptor(), version, tag=tag)
     echo(f"{p.id} tag {tag}: restored {version} as {v.version} ({len(v.overrides.sections)} sections)")
+
+
+def _since(before: Prompt | None, p: Prompt) -> str:
+    """``; since the stored version: added warranty``: what the push changed (empty: nothing)."""
+    from optiflow.core.sections import prompt_diff
+
+    if before is None:
+        return ""
+    diff = prompt_diff(before.descriptor(), p.descriptor())
+    return "" if diff.empty else f"; since the stored version: {diff.summary()}"
+
+
+def _newly_stale(store: OverridesStore, before: Prompt, p: Prompt) -> list[str]:
+    """One line per long-lived tag with overrides that were fresh on ``before`` and are stale (or
+    of a removed section) on ``p``."""
+    from optiflow.core.experiment import TEMP_TAG_PREFIX
+    from optiflow.core.sections import path_str
+
+    old = {s.path: s.hash for s in before.sections}
+    new = {s.path: s.hash for s in p.sections}
+    lines = []
+    for tag in store.list_tags(p.ns, p.key):
+        overrides = None if tag.startswith(TEMP_TAG_PREFIX) else store.resolve(p.ns, p.key, tag)
+        lost = [
+            path_str(ov.path)
+            for ov in (overrides.sections if overrides else ())
+            if old.get(ov.path) == ov.expected_hash != new.get(ov.path)
+        ]
+        if lost:
+            lines.append(
+                f"  tag {tag}: override(s) of {', '.join(lost)} made for the replaced bodies are stale "
+                "now: kept, skipped when rendering (run the job again on this prompt)"
+            )
+    return lines
 
 
 def _summary(p: Prompt, overrides: PromptOverrides | None) -> str:
