@@ -1026,7 +1026,7 @@ function renderTrials() {
       h("td", { class: "num", text: money(sm.total_cost) }),
       h("td", { class: "num", text: ms(sm.avg_latency_ms) }),
       h("td", { class: t.parents.length ? "" : "none", text: t.parents.join(", ") || "-" }),
-      h("td", { class: `wrap why${S.openTrials.has(t.candidate_id) ? " open" : ""}`,
+      h("td", { class: `wrap why${S.openTrials.has(t.candidate_id) ? " open" : ""}${t.error || t.rationale ? "" : " none"}`,
                 text: t.error ? `error: ${t.error}` : t.rationale || "-",
                 onclick: () => { toggle(S.openTrials, t.candidate_id); renderTrials(); } }));
   }));
