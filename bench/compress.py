@@ -10,6 +10,12 @@ For each simulated-model latency (0 ms and 200 ms) it measures, on this machine:
 It writes ``bench/results.md`` (and ``.json``): wall time, evaluations per second, model calls,
 cache hits, fail-fast skips, the ratio to the bare chord, and model calls against what seed 000's
 algorithm would spend for the same report.
+
+Then the nightly measure job (``examples/support-bot/measure.yaml``) as a user runs it,
+``optiflow submit measure.yaml``, each run a fresh process: on the embedded default (no service:
+the command imports litellm and runs the job in its own worker) and on Redis workers (one control
+worker, one eval worker ``-P threads -c 32``, already running: ``--wait``), the two alternating;
+and the same job in a process whose embedded worker already runs (litellm imported).
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import argparse
 import json
 import os
 import platform
+import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -42,7 +50,10 @@ from optiflow.settings import Settings
 from tests.support.workers import ROOT, WorkerProcess, running_workers, worker_env
 
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
+MEASURE = ROOT / "examples" / "support-bot" / "measure.yaml"
 CONCURRENCY = 32
+MEASURE_TARGET = 1.5
+"""The embedded measure command's wall time, at most this many times the distributed one's."""
 
 
 @dataclass
@@ -294,6 +305,154 @@ def bench_env() -> Iterator[tuple[dict[str, str], Path]]:
                 client.delete(*keys[i : i + 1000])
 
 
+# -- the measure job as a user runs it ------------------------------------------------------------
+@dataclass
+class MeasureRow:
+    scenario: str
+    command_s: list[float] = field(default_factory=list)
+    """Wall time of ``optiflow submit measure.yaml``, from its start to its exit."""
+    job_s: list[float] = field(default_factory=list)
+    """The wall time the command prints (from loading the job file to its result)."""
+    cpu_s: list[float] = field(default_factory=list)
+    """User + system CPU of the command's process (not of the workers, distributed)."""
+
+
+def _command(env: dict[str, str], cwd: Path, *extra: str) -> tuple[float, float, float]:
+    """One ``optiflow submit measure.yaml`` in a fresh process: (wall, printed wall, CPU)."""
+    argv = [sys.executable, "-m", "optiflow.interfaces.cli", "submit", str(MEASURE), *extra]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    out = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(argv)} exited {out.returncode}: {out.stdout[-2000:]}{out.stderr[-2000:]}"
+        )
+    printed = re.search(r"^\s*wall time ([\d.]+)s$", out.stdout, re.M)
+    assert printed, out.stdout
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, float(printed.group(1)), cpu
+
+
+def run_measure(env: dict[str, str], logdir: Path, repeat: int) -> list[MeasureRow]:
+    """The measure command embedded and on Redis workers, alternating (embedded, distributed, ...),
+    after one unmeasured run of each (the distributed workers' first job; the embedded home's
+    database created). Then the same job ``repeat`` times in one process with an embedded worker."""
+    from optiflow.persistence import upgrade
+
+    upgrade(env["OPTIFLOW_DATABASE_URL"])
+    embedded_env = {k: v for k, v in os.environ.items() if not k.startswith("OPTIFLOW_")}
+    emb = MeasureRow("embedded: optiflow submit measure.yaml (a fresh process)")
+    dist = MeasureRow("redis workers: optiflow submit measure.yaml --wait (a fresh process)")
+    with (
+        tempfile.TemporaryDirectory() as cwd,
+        running_workers(env, logdir, eval_workers=1, eval_concurrency=CONCURRENCY),
+    ):
+        embedded_env["OPTIFLOW_HOME"] = str(Path(cwd) / "home")
+        _command(embedded_env, Path(cwd))
+        _command(env, Path(cwd), "--wait")
+        for _ in range(repeat):
+            for row, run_env, extra in ((emb, embedded_env, ()), (dist, env, ("--wait",))):
+                wall, printed, cpu = _command(run_env, Path(cwd), *extra)
+                row.command_s.append(wall)
+                row.job_s.append(printed)
+                row.cpu_s.append(cpu)
+    warm = MeasureRow("embedded, in a process whose worker runs (litellm imported): client.submit + wait")
+    from optiflow.llm.runtime import get_litellm
+    from tests.support.workers import embedded_settings
+
+    get_litellm()
+    spec = load_job(MEASURE)
+    with tempfile.TemporaryDirectory() as home, Client(embedded_settings(Path(home))) as client:
+        client.submit(spec).wait(timeout=900).raise_for_error()  # the worker's first job
+        for _ in range(repeat):
+            started = time.perf_counter()
+            client.submit(spec).wait(timeout=900).raise_for_error()
+            warm.job_s.append(time.perf_counter() - started)
+    return [emb, dist, warm]
+
+
+def _med(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})" if xs else "-"
+
+
+def import_probe(*, source: bool) -> dict[str, float]:
+    """litellm's import (and optiflow's configuration of it) in a fresh process: wall and CPU
+    seconds, from the venv's bytecode or (``source``) compiled from source as a process that
+    cannot read or write bytecode does (PYTHONDONTWRITEBYTECODE, a read-only install)."""
+    code = (
+        "import time;w=time.perf_counter();c=time.process_time();"
+        "from optiflow.llm.runtime import get_litellm;get_litellm();"
+        "print(time.perf_counter()-w, time.process_time()-c)"
+    )
+    with tempfile.TemporaryDirectory() as empty:
+        env = dict(os.environ)
+        if source:  # bytecode is looked for under an empty prefix only: everything is compiled
+            env.update(PYTHONPYCACHEPREFIX=empty, PYTHONDONTWRITEBYTECODE="1")
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, cwd=ROOT
+        )
+    wall, cpu = out.stdout.strip().splitlines()[-1].split()
+    return {"wall_s": float(wall), "cpu_s": float(cpu)}
+
+
+def measure_lines(
+    rows: list[MeasureRow], imports: dict[str, dict[str, float]], notes: dict[str, Any] | None = None
+) -> list[str]:
+    emb, dist, warm = rows
+    load_line = []
+    if notes and "measure_date" in notes:
+        before, after = notes["measure_load"]
+        load_line = [
+            f"Measured {notes['measure_date']} (load average {before:.2f} before, {after:.2f} after).",
+            "",
+        ]
+    lines = [
+        "## The measure job as a user runs it: embedded default vs Redis workers",
+        "",
+        *load_line,
+        "`examples/support-bot/measure.yaml` (44 samples x 5 runs = 220 evaluations, `optiflow/sim`, no latency),",
+        "run as `optiflow submit measure.yaml` in a fresh process each time: embedded (no `OPTIFLOW_*` URL; the",
+        "command imports litellm and runs the job in its own in-process worker) and distributed (Redis, one",
+        "control and one eval worker `-P threads -c 32` already running, `--wait`), alternating, after one",
+        "unmeasured run of each. Medians with the range of all runs; each ratio is per alternating pair.",
+        "CPU is the command's own process (the workers' CPU is not in the distributed figure).",
+        "",
+        "| scenario | command wall s | printed job wall s | command CPU s | runs (command wall s) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        runs = ", ".join(f"{w:.2f}" for w in (r.command_s or r.job_s))
+        lines.append(f"| {r.scenario} | {_med(r.command_s)} | {_med(r.job_s)} | {_med(r.cpu_s)} | {runs} |")
+    cmd = [e / d for e, d in zip(emb.command_s, dist.command_s, strict=True)]
+    job = [e / d for e, d in zip(emb.job_s, dist.job_s, strict=True)]
+    warm_ratio = statistics.median(warm.job_s) / statistics.median(dist.job_s)
+    e_cpu, d_cpu = statistics.median(emb.cpu_s), statistics.median(dist.cpu_s)
+    verdict = "PASS" if statistics.median(cmd) <= MEASURE_TARGET else "FAIL"
+    lines += [
+        "",
+        f"- embedded command wall = {spread(cmd)} the distributed command's (target <= {MEASURE_TARGET}x) {verdict}",
+        f"- the printed job wall, embedded = {spread(job)} the distributed one's (the embedded one includes",
+        "  litellm's import: the evaluations wait for it; a worker paid it at its start)",
+        f"- in a process whose embedded worker already runs: the job in {statistics.median(warm.job_s):.2f} s = "
+        f"{warm_ratio:.2f}x the distributed job's printed wall {statistics.median(dist.job_s):.2f} s",
+        f"- the floor: importing litellm costs {imports['bytecode']['cpu_s']:.1f} s of CPU in a fresh process from the",
+        f"  bytecode `make install` compiles ({imports['bytecode']['wall_s']:.1f} s wall; from source "
+        f"{imports['source']['cpu_s']:.1f} s of CPU, {imports['source']['wall_s']:.1f} s wall), and the",
+        "  embedded command pays it before its first evaluation; the distributed command never imports it",
+        f"  (its workers did, when they started). Of the embedded command's {e_cpu:.1f} s of CPU, "
+        f"{imports['bytecode']['cpu_s']:.1f} s is that import,",
+        f"  {d_cpu:.1f} s what the distributed command spends too (start, job file, database, waiting), and "
+        f"{max(0.0, e_cpu - imports['bytecode']['cpu_s'] - d_cpu):.1f} s",
+        "  the job itself (its worker's start and the 220 evaluations) that the workers do for the distributed one:",
+        "  on 2 busy cores a command that needs several seconds of CPU cannot end within 1.5x of one that needs",
+        "  less than one",
+        "",
+    ]
+    return lines
+
+
 # -- report ---------------------------------------------------------------------------------------
 def pair_ratios(mine: Row, bare: Row, ceiling: float | None = None) -> list[float]:
     """One ratio per alternating pair (the i-th bare chord and the i-th job ran back to back):
@@ -362,7 +521,7 @@ def verdicts(rows: list[Row]) -> list[str]:
     return out
 
 
-def write(rows: list[Row], out: Path, notes: dict[str, Any]) -> None:
+def write(rows: list[Row], out: Path, notes: dict[str, Any], measure: list[MeasureRow]) -> None:
     lines = [
         "# optiflow compress benchmark",
         "",
@@ -400,12 +559,34 @@ def write(rows: list[Row], out: Path, notes: dict[str, Any]) -> None:
             parts = ", ".join(f"{name} {n}" for name, n in r.calls.items())
             lines.append(f"- {r.latency_ms} ms, {r.scenario}: {parts}")
     lines.append("")
+    if measure:
+        lines += measure_lines(measure, notes["litellm_import"], notes)
     out.write_text("\n".join(lines))
     out.with_suffix(".json").write_text(
         json.dumps(
-            {"notes": notes, "rows": [asdict(r) | {"evals_per_s": r.evals_per_s} for r in rows]}, indent=2
+            {
+                "notes": notes,
+                "rows": [asdict(r) | {"evals_per_s": r.evals_per_s} for r in rows],
+                "measure": [asdict(r) for r in measure],
+            },
+            indent=2,
         )
     )
+
+
+def rewrite_measure(
+    out: Path, measure: list[MeasureRow], imports: dict[str, dict[str, float]], load_before: float
+) -> None:
+    """``--measure-only``: the compress rows and notes as the last full run wrote them (its .json),
+    the measure job's section and figures new."""
+    saved = json.loads(out.with_suffix(".json").read_text())
+    rows = [Row(**{k: v for k, v in r.items() if k != "evals_per_s"}) for r in saved["rows"]]
+    notes = saved["notes"] | {
+        "litellm_import": imports,
+        "measure_date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "measure_load": (load_before, os.getloadavg()[0]),
+    }
+    write(rows, out, notes, measure)
 
 
 def main() -> None:
@@ -414,23 +595,24 @@ def main() -> None:
     parser.add_argument("--latencies", default="0,200")
     parser.add_argument("--repeat", type=int, default=5, help="alternating pairs per configuration (>= 5)")
     parser.add_argument("--bare-tasks", type=int, default=960)
+    parser.add_argument(
+        "--measure-only",
+        action="store_true",
+        help="only the measure job: its section of --out is rewritten, the compress rows kept from its .json",
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
-    probe = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import time;t=time.perf_counter();"
-            "from optiflow.llm.runtime import get_litellm;get_litellm();print(time.perf_counter()-t)",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    imports = {"bytecode": import_probe(source=False), "source": import_probe(source=True)}
     rows: list[Row] = []
     with bench_env() as (env, home):
+        print("measure job: embedded and on redis workers, alternating", flush=True)
+        measure = run_measure(env, home, args.repeat)
+        print("\n".join(measure_lines(measure, imports)), flush=True)
+        if args.measure_only:
+            rewrite_measure(args.out, measure, imports, load_before)
+            return
         for latency in [int(x) for x in args.latencies.split(",")]:
             pairs = []
             for workers in (1, 2):
@@ -447,11 +629,12 @@ def main() -> None:
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}",
         "repeat": args.repeat,
-        "litellm_import_s": float(probe.stdout.strip().splitlines()[-1]),
+        "litellm_import_s": imports["bytecode"]["wall_s"],
+        "litellm_import": imports,
         "bench_s": time.perf_counter() - started,
         "load": (load_before, os.getloadavg()[0]),
     }
-    write(rows, args.out, notes)
+    write(rows, args.out, notes, measure)
     print(args.out.read_text())
 
 

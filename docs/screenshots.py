@@ -8,7 +8,8 @@ model (the paired gate), weak-helpdesk's optimize job, and a week of support-bot
 job with a little noise (the compress job applied to stable mid-week, so the prompt changes), then
 one measure run under a strict floor. Serves the page on 127.0.0.1 and takes the jobs list with
 nothing picked, each job's page in headless Chromium (Debian's package, driven by Playwright) at a
-laptop width, and the compress and optimize pages at a phone width. Needs Chromium
+laptop width, and at a phone width the compress page (a diff open), the optimize page and the
+jobs list opened over a picked nightly measure job. Needs Chromium
 (``apt-get install -y chromium``) and the dev extra.
 """
 
@@ -45,7 +46,9 @@ def run(client: Client, document: dict[str, Any]) -> str:
     return job.id
 
 
-def shoot(page: Any, url: str, path: Path, *, size: dict[str, int], diff: str | None = None) -> None:
+def shoot(
+    page: Any, url: str, path: Path, *, size: dict[str, int], diff: str | None = None, open_list: bool = False
+) -> None:
     page.set_viewport_size(size)
     page.goto(url)
     if "/jobs/" in url:
@@ -55,6 +58,9 @@ def shoot(page: Any, url: str, path: Path, *, size: dict[str, int], diff: str | 
     page.wait_for_timeout(1500)  # the prompt, the trials and the history land
     if diff is not None:
         page.click(f"button.diff-toggle[data-path='{diff}']")
+    if open_list:
+        page.click("#jobs-toggle")
+        page.evaluate("scrollTo(0, 0)")
     problems = layout_problems(page)
     if problems:
         raise SystemExit(f"{path.name}: {problems}")
@@ -92,9 +98,17 @@ def main() -> None:
             shoot(page, f"{server.url}/jobs/{sampled}", out / "page-compress-paired.png", size=LAPTOP)
             shoot(page, f"{server.url}/jobs/{optimize}", out / "page-optimize.png", size=LAPTOP)
             shoot(page, f"{server.url}/jobs/{nightly[-1]}", out / "page-measure.png", size=LAPTOP)
-            shoot(page, f"{server.url}/jobs/{compress}", out / "page-compress-phone.png", size=PHONE)
+            shoot(
+                page,
+                f"{server.url}/jobs/{compress}",
+                out / "page-compress-phone.png",
+                size=PHONE,
+                diff="tone",
+            )
             shoot(page, f"{server.url}/jobs/{optimize}", out / "page-optimize-phone.png", size=PHONE)
             shoot(page, f"{server.url}/", out / "page-index.png", size=LAPTOP)
+            picked = f"{server.url}/jobs/{nightly[3]}"
+            shoot(page, picked, out / "page-index-phone.png", size=PHONE, open_list=True)
 
 
 if __name__ == "__main__":

@@ -34,10 +34,11 @@ def format_result(
 
 
 def cost_line(stats: JobStats) -> str:
-    """What a job cost, in one line: model calls made and the evaluations that needed none."""
+    """The model calls a job made, in one line, and the evaluations that needed none (a count of
+    calls, not money: the dollars are on the report's own line)."""
     proposals = f" (+{stats.proposal_calls} for proposals)" if stats.proposal_calls else ""
     return (
-        f"cost: {stats.model_calls} model call(s){proposals} for {stats.evaluations} evaluations; "
+        f"model calls: {stats.model_calls}{proposals} for {stats.evaluations} evaluations; "
         f"{stats.cache_hits} cache hit(s), {stats.fail_fast_skipped} fail-fast skip(s)"
     )
 

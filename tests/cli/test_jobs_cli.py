@@ -336,8 +336,8 @@ def test_demo_prints_what_the_job_cost_and_watch_closes_every_kind_with_its_box(
     rc, out, err = cli("demo", "--job", str(EXAMPLE_DIR / "measure.yaml"))
     assert rc == 0, err
     job_id = re.search(r"^submitted (\w+)$", out, re.M).group(1)  # type: ignore[union-attr]
-    cost = [line.strip() for line in out.splitlines() if line.strip().startswith("cost:")]
-    assert cost == ["cost: 220 model call(s) for 220 evaluations; 0 cache hit(s), 0 fail-fast skip(s)"], out
+    calls = [line.strip() for line in out.splitlines() if line.strip().startswith("model calls:")]
+    assert calls == ["model calls: 220 for 220 evaluations; 0 cache hit(s), 0 fail-fast skip(s)"], out
     assert re.search(r"; cost \$\d+\.\d{6}$", out, re.M), out  # the cost has its unit
     rc, out, _ = cli("watch", job_id)
     assert rc == 0
@@ -346,5 +346,5 @@ def test_demo_prints_what_the_job_cost_and_watch_closes_every_kind_with_its_box(
     assert len({len(line) for line in box}) == 1, "the box's lines are not all of one width"
     assert f"MEASURE: job {job_id} completed" in box[1]
     assert any("pass rate 88.6%" in line for line in box) and any(
-        "cost: 220 model call(s)" in line for line in box
+        "model calls: 220 for 220" in line for line in box
     )

@@ -184,7 +184,10 @@ def test_tags_are_independent(cli: Cli, pushed: Path, home: Path) -> None:
             "--param: expected key=value, got 'company'",
         ),
         (("prompt", "render", "support/bot", "--param", "=x"), "--param: expected key=value"),
-        (("prompt", "render", "support/bot"), "sections.intro: missing template param 'company'"),
+        (
+            ("prompt", "render", "support/bot"),
+            "--param: missing template param(s) company: give each with --param company=VALUE",
+        ),
         (("prompt", "show", "support/nope"), "error[not_found]: prompt: no prompt support/nope"),
         (("prompt", "render", "nope/bot", "--param", "company=A"), "error[not_found]: prompt:"),
         (("prompt", "history", "support/nope"), "error[not_found]: prompt:"),

@@ -96,6 +96,14 @@ def test_strict_rejects_at_the_first_regression_with_a_lower_bound() -> None:
     assert d.verdict == "reject"
     assert d.reason.startswith("at least 1 regression")
     assert d.stats.regressed == ("a",)
+    # issue 29: the report's line says what it is, not "pass rate 100% -> 0% on 1 of 2 samples"
+    assert d.stats.stopped_early
+    assert (
+        d.stats.strict_text() == "stopped early by fail-fast after 1 of 2 samples: at least 1 regression(s)"
+    )
+    done = decide(STRICT, a, baseline, Outcomes.of({"a": "110", "b": "111"}))
+    assert not done.stats.stopped_early
+    assert done.stats.strict_text() == "1 regression(s) on 2 samples"
 
 
 def test_first_round_is_first_runs_of_every_sample() -> None:

@@ -6,9 +6,12 @@ A compress job's section bars change while it runs (original, proposed and being
 accepted or rejected) and a candidate's diff opens and reads back as the original and the proposed
 body; an optimize job's best-so-far chart and trials table grow while it runs, then show the
 lineage and the termination cause; a measure job shows its interval and the history of its prompt
-and tag; a job is cancelled from the page. Every request the page makes stays on 127.0.0.1, no
-script error is raised, and no two blocks of the layout overlap, at a laptop and a phone width.
-Screenshots are saved under the test's temporary directory.
+and tag; a job is cancelled from the page. On a phone the jobs list gives the first screen to the
+picked job and opens in the page with it in view, nothing scrolls inside a box, and an optimize
+job's trials take a line or three each; the word diff keeps word boundaries and marks punctuation
+apart. Every request the page makes stays on 127.0.0.1, no script error is raised, and no two
+blocks of the layout overlap, at a laptop and a phone width. Screenshots are saved under the
+test's temporary directory.
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ from tests.support.page import (
     PHONE,
     browser,
     compress_document,
+    element_box,
     foreign_requests,
+    inner_scrolls,
     layout_problems,
     measure_document,
     open_page,
@@ -219,7 +224,15 @@ def test_compress_job_bars_change_live_and_a_diff_opens(
         row = page.locator(f"#sections > li[data-path='{'/'.join(r['section_path'])}']")
         why, verdict = row.locator(".why").text_content(), row.locator(".verdict").text_content()
         g = r["gate"]
-        if g["evaluated_samples"] < g["samples"]:
+        if g["stopped_early"]:  # fail-fast: no pass rate over the few samples it ran, said once
+            n = g["regression_count"] if "regression_count" in g else len(g["regressed"])
+            assert (
+                f"stopped early by fail-fast after {g['evaluated_samples']} of {g['samples']} samples: "
+                in why
+            )
+            assert f"at least {n} regression" in why and "pass rate" not in why, why
+            assert why.count("at least") == 1, why
+        elif g["evaluated_samples"] < g["samples"]:
             assert f"on {g['evaluated_samples']} of {g['samples']} samples" in why, why
         if r["regression_count_is_lower_bound"]:
             assert f"at least {r['regression_count']} regression" in verdict and "stopped it" not in verdict
@@ -236,6 +249,15 @@ def test_compress_job_bars_change_live_and_a_diff_opens(
     pre = f"#sections > li[data-path='{rejected}'] .diff pre"
     assert colour(page, pre, "color") == colour(page, "body", "color")
     assert colour(page, f"{pre} del", "backgroundColor") != colour(page, f"{pre} ins", "backgroundColor")
+    # the ablation's and the combination's lines say fail-fast stopped them, not a pass rate of 0%
+    gate = page.text_content("#gate")
+    for stats in (report["ablation"]["stats"], report.get("combined")):
+        if stats and stats["stopped_early"]:
+            assert (
+                f"stopped early by fail-fast after {stats['evaluated_samples']} of {stats['samples']}" in gate
+            )
+    assert "→ 0.0% on 1 of" not in gate, gate
+    # on a phone an open diff flows with the page: no inner box cuts it (check_layout holds it)
     check_layout(page, tmp_path, "compress")
     assert page.errors == []
 
@@ -280,6 +302,23 @@ def test_optimize_job_chart_and_trials_grow_live_then_lineage_and_termination(
     ticks = page.locator("#chart svg text").all_text_contents()
     assert not any("%" in t for t in ticks), ticks
     check_layout(page, tmp_path, "optimize")
+    # on a phone a trial is a line of figures and two lines of rationale, not a card of 8 rows: the
+    # page grows by about a trial's three lines per trial
+    page.set_viewport_size(PHONE)
+    page.wait_for_timeout(150)
+    rows = page.evaluate(
+        "() => [...document.querySelectorAll('#trials tr')].map((r) => r.getBoundingClientRect().height)"
+    )
+    line = float(
+        page.evaluate("() => parseFloat(getComputedStyle(document.querySelector('#trials td')).lineHeight)")
+    )
+    assert len(rows) == len(api(server, f"/api/jobs/{job_id}/trials")["trials"]) >= 8
+    texts = page.locator("#trials tr").all_inner_texts()
+    tall = [(h, t.replace("\n", " | ")) for h, t in zip(rows, texts, strict=True) if h > 3 * line + 14]
+    assert not tall, tall
+    fixed = page.evaluate("document.documentElement.scrollHeight") - sum(rows)
+    assert fixed < 2900, f"the phone page is {fixed:.0f}px tall without its {len(rows)} trials"
+    page.set_viewport_size(LAPTOP)
     assert page.errors == []
 
 
@@ -400,6 +439,129 @@ def test_the_index_shows_results_a_hint_every_job_and_a_measure_job_below_its_fl
     page.wait_for_function("() => document.querySelector('#status').textContent.startsWith('below floor')")
     assert page.text_content("#status") == "below floor (exit 3)" and colour(page, "#status", "color") == red
     assert page.is_hidden("#hint")
+    assert page.errors == []
+
+
+def test_on_a_phone_the_picked_job_has_the_first_screen_and_the_list_opens_in_the_page(
+    server: Server, chromium: Any, requests_made: list[str], tmp_path: Path
+) -> None:
+    jobs = api(server, "/api/jobs?limit=50")["jobs"]
+    assert len(jobs) >= 11, "the index test makes the long list"
+    picked, other = jobs[-1]["id"], jobs[1]["id"]  # the oldest: at the list's end
+    ctx = chromium.new_context(viewport=PHONE)
+    try:
+        page = open_page(ctx, f"{server.url}/jobs/{picked}", TOKEN, requests_made)
+        page.wait_for_selector("#status[data-status=completed]")
+        page.wait_for_selector(f"#jobs li.sel[data-id='{picked}']")
+        # the list shows the picked job alone, in view, and a button for the others
+        shown = page.evaluate(
+            "() => [...document.querySelectorAll('#jobs li')].filter((li) => li.offsetParent).length"
+        )
+        assert shown == 1
+        sel, head, box = (
+            element_box(page, s) for s in (f"#jobs li[data-id='{picked}']", "#head-box", "#jobs-box")
+        )
+        assert sel and head and box
+        assert sel["top"] >= 0 and sel["bottom"] <= PHONE["height"], sel
+        assert box["h"] <= 0.25 * PHONE["height"], f"the list takes {box['h']:.0f}px of the first screen"
+        assert head["top"] < 0.4 * PHONE["height"], "the job's page does not start on the first screen"
+        assert page.text_content("#jobs-toggle") == f"all {len(jobs)} jobs"
+        # when each ran, absolute and relative: jobs of one name differ by it
+        meta = page.text_content(f"#jobs li[data-id='{picked}'] .meta")
+        assert re.search(r"\d{2}:\d{2}(:\d{2})? · (just now|\d+ (min|h|days?) ago)$", meta), meta
+        # opened, every job shows in the page (no inner scroll box) with the picked one in view
+        page.click("#jobs-toggle")
+        page.wait_for_timeout(200)
+        shown = page.evaluate(
+            "() => [...document.querySelectorAll('#jobs li')].filter((li) => li.offsetParent).length"
+        )
+        assert shown == len(jobs)
+        assert inner_scrolls(page) == []
+        sel = element_box(page, f"#jobs li[data-id='{picked}']")
+        assert sel and sel["top"] >= 0 and sel["bottom"] <= PHONE["height"], sel
+        assert page.text_content("#jobs-toggle") == "hide the other jobs"
+        # picking another closes the list and shows that job's page from its top
+        page.click(f"#jobs li[data-id='{other}']")
+        page.wait_for_selector(f"#jobs li.sel[data-id='{other}']")
+        page.wait_for_timeout(200)
+        assert page.evaluate("scrollY") == 0
+        shown = page.evaluate(
+            "() => [...document.querySelectorAll('#jobs li')].filter((li) => li.offsetParent).length"
+        )
+        assert shown == 1 and layout_problems(page) == []
+        page.screenshot(path=str(tmp_path / "list-phone.png"), full_page=True)
+        assert page.errors == []
+    finally:
+        ctx.close()
+
+
+DIFF_JS = """([a, b]) => { const view = diffView(a, b), pre = view.querySelector('pre');
+  document.querySelector('#best').replaceChildren(view);
+  document.querySelector('#best-box').hidden = false; document.querySelector('#detail').hidden = false;
+  const parts = [...pre.childNodes].map((n) => [n.nodeName, n.textContent, n.className || '']);
+  let x = '', y = '';
+  for (const [kind, t] of parts) { if (kind !== 'INS') x += t; if (kind !== 'DEL') y += t; }
+  const gaps = [...pre.querySelectorAll('del + ins')].map((ins) => {
+    const d = ins.previousElementSibling.getClientRects(), i = ins.getClientRects();
+    if (!d.length || !i.length) return null;  // spacing only: the old spacing is not shown
+    const last = d[d.length - 1], first = i[0];
+    return Math.abs(last.top - first.top) < 2 ? first.left - last.right : null; });
+  return {parts, sides: [x, y], gaps, removed: +view.dataset.removed, added: +view.dataset.added,
+          minor: +view.dataset.minor, stats: view.querySelector('.stats').textContent}; }"""
+
+
+def assert_word_boundaries(parts: list[list[str]]) -> None:
+    """No removed or added run starts or ends inside a word of its side's text."""
+    for skip, mark in (("INS", "DEL"), ("DEL", "INS")):
+        side = [(k, t) for k, t, _ in parts if k != skip]
+        text = "".join(t for _, t in side)
+        pos = 0
+        for kind, t in side:
+            end = pos + len(t)
+            if kind == mark:
+                assert not (pos and text[pos - 1].isalnum() and t[0].isalnum()), (text[:pos], t)
+                assert not (end < len(text) and t[-1].isalnum() and text[end].isalnum()), (t, text[end:])
+            pos = end
+
+
+def test_the_word_diff_keeps_word_boundaries_and_tells_punctuation_apart(
+    server: Server, context: Any, requests_made: list[str]
+) -> None:
+    page = open_page(context, server.url, TOKEN, requests_made)
+
+    def diff(a: str, b: str) -> dict[str, Any]:
+        out: dict[str, Any] = page.evaluate(DIFF_JS, [a, b])
+        assert out["sides"] == [a, b], "the diff does not read back as both texts"
+        return out
+
+    # a rewritten phrase: the removed run, then the added run, apart ("QuestionsWhen" before)
+    d = diff(
+        "Questions about late parcels are filed under SHP-310.",
+        "When a customer asks about late parcels, reply with code SHP-310.",
+    )
+    changes = [(k, t.strip()) for k, t, _ in d["parts"] if k in ("DEL", "INS")]
+    assert changes == [
+        ("DEL", "Questions"),
+        ("INS", "When a customer asks"),
+        ("DEL", "are filed under"),
+        ("INS", ", reply with code"),
+    ], changes
+    assert all(g is None or g >= 3 for g in d["gaps"]) and any(g is not None for g in d["gaps"]), d["gaps"]
+    assert_word_boundaries(d["parts"])
+    assert (d["removed"], d["added"], d["minor"]) == (4, 7, 0), d
+    # a word that gained a comma is the comma, marked as punctuation and not counted
+    d = diff("Parcels are held for ten days.", "Parcels, are held for ten days!")
+    assert [(k, t) for k, t, _ in d["parts"] if k != "#text"] == [("INS", ","), ("DEL", "."), ("INS", "!")]
+    assert all("minor" in c for k, _, c in d["parts"] if k != "#text")
+    assert (d["removed"], d["added"], d["minor"]) == (0, 0, 2), d
+    assert "0 word(s) removed, 0 added; 2 punctuation or spacing change(s), not counted" in d["stats"]
+    # spacing only (a line break become a space): not counted, not marked
+    d = diff("Keep it\nshort.", "Keep it short.")
+    assert (d["removed"], d["added"], d["minor"]) == (0, 0, 1), d
+    # unicode, numbers and long texts read back whole
+    d = diff("Prix : 12,50 € — livré en 3 jours.", "Prix : 12,90 € — livré en 2 jours ouvrés.")
+    assert_word_boundaries(d["parts"])
+    diff("a " * 3000, "b " * 3000)
     assert page.errors == []
 
 

@@ -153,7 +153,7 @@ def layout_problems(page: Any) -> list[str]:
     scroll = page.evaluate("document.documentElement.scrollWidth")
     if scroll > width + 1:
         problems.append(f"the page is {scroll}px wide in a {width}px window")
-    return problems + clipped(page)
+    return problems + clipped(page) + inner_scrolls(page)
 
 
 _CLIPPED_JS = """() => {
@@ -177,6 +177,38 @@ def clipped(page: Any) -> list[str]:
     """What the window cuts: a table (or its scroll box) wider than its room, a cell whose text
     overflows it, a chart label drawn under 9 px tall (a chart scaled down to a phone)."""
     return list(page.evaluate(_CLIPPED_JS))
+
+
+_INNER_SCROLLS_JS = """() => {
+  const out = [];
+  for (const e of document.querySelectorAll('#side *, #detail *')) {
+    if (e.offsetParent === null || e.closest('details:not([open])')) continue;
+    if (e.matches('.events, #report, td.wrap:not(.open)')) continue;  // raw logs; a tap opens a clamped cell
+    const style = getComputedStyle(e);
+    if (!['auto', 'scroll', 'hidden'].includes(style.overflowY)) continue;
+    if (e.scrollHeight > e.clientHeight + 1)
+      out.push(`${e.closest('.box') ? e.closest('.box').id : '?'} ${e.tagName.toLowerCase()}` +
+               `${e.id ? '#' + e.id : ''}.${e.className} shows ${e.clientHeight}px of ${e.scrollHeight}px`);
+  }
+  return out;
+}"""
+
+
+def inner_scrolls(page: Any) -> list[str]:
+    """Boxes inside the page that cut their content vertically (an inner scroll box: the jobs list,
+    a diff): everything flows with the page instead, except the raw event log and report JSON."""
+    return list(page.evaluate(_INNER_SCROLLS_JS))
+
+
+def element_box(page: Any, selector: str) -> dict[str, float] | None:
+    """``selector``'s first match in page coordinates (scroll included), None when not shown."""
+    return page.evaluate(  # type: ignore[no-any-return]
+        """(sel) => { const e = document.querySelector(sel);
+             if (!e || e.offsetParent === null) return null;
+             const r = e.getBoundingClientRect();
+             return {x: r.x, y: r.y + scrollY, w: r.width, h: r.height, top: r.top, bottom: r.bottom}; }""",
+        selector,
+    )
 
 
 def foreign_requests(urls: list[str]) -> list[str]:
@@ -209,8 +241,10 @@ __all__ = [
     "chromium_path",
     "clipped",
     "compress_document",
+    "element_box",
     "example_document",
     "foreign_requests",
+    "inner_scrolls",
     "layout_problems",
     "measure_document",
     "open_page",

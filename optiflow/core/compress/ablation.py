@@ -68,7 +68,7 @@ def _stat(stats: GateStats | None) -> str:
     if stats is None:
         return ""
     if stats.gate == "strict":
-        return f" [strict: {len(stats.regressed)} regression(s) on {stats.samples} samples]"
+        return f" [strict: {stats.strict_text()}]"
     return (
         f" [paired: drop {stats.drop:+.1%}, interval [{stats.drop_low:+.1%}, {stats.drop_high:+.1%}]"
         f" vs margin {stats.margin:.0%}]"

@@ -27,7 +27,7 @@ def statistic(stats: GateStats | None) -> str:
     if stats is None:
         return ""
     if stats.gate == "strict":
-        return f"strict: {len(stats.regressed)} regression(s) on {stats.samples} samples"
+        return f"strict: {stats.strict_text()}"
     return (
         f"paired: vs baseline {stats.baseline_pass_rate:.1%} over {stats.pairs} run(s): drop "
         f"{stats.drop:+.1%} (bound {stats.drop_high:+.1%} vs margin {stats.margin:.0%})"

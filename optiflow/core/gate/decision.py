@@ -104,6 +104,22 @@ class GateStats(Frozen):
     evaluated_samples: int | None = Field(
         default=None, description="samples the candidate was run on: the pass rates are over these"
     )
+    stopped_early: bool = Field(
+        default=False,
+        description="strict: fail-fast ended the candidate's runs before every sample that can regress had "
+        "its runs, so `regressed` is a lower bound",
+    )
+
+    def strict_text(self) -> str:
+        """Under ``strict``, the regressions in words: ``3 regression(s) on 44 samples``, or, when
+        fail-fast stopped the candidate early, ``stopped early by fail-fast after 1 of 44 samples:
+        at least 1 regression(s)`` (its pass rate is over those few samples and says little)."""
+        n = len(self.regressed)
+        if not self.stopped_early:
+            return f"{n} regression(s) on {self.samples} samples"
+        ran = self.evaluated_samples
+        after = f"after {ran} of {self.samples} samples" if ran is not None and ran < self.samples else ""
+        return f"stopped early by fail-fast{' ' + after if after else ''}: at least {n} regression(s)"
 
 
 class GateDecision(Frozen):

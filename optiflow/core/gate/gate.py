@@ -75,6 +75,8 @@ def _stats(
         excluded=a.excluded,
         detectable_drop=1 / len(a.sample_ids) if a.gate == "strict" else a.detectable_drop,
         evaluated_samples=len(touched),
+        stopped_early=a.gate == "strict"
+        and any(candidate.attempted(s) < spec.first_runs for s in can_regress(baseline, a.sample_ids)),
     )
 
 

@@ -117,6 +117,21 @@ def _score_change(history: OptimizationHistory) -> str:
     return f"{fmt_score(history.baseline_score)} → {fmt_score(history.best_score)} ({sign}{pct:.2f}%)"
 
 
+_RULE_WORDS = {
+    "none": "strictly better score, no statistical test",
+    "mann_whitney": "strictly better score and a Mann-Whitney U test",
+    "paired": "paired selection",
+}
+
+
+def acceptance_text(rule: str, reason: str) -> str:
+    """The rule in force in words, then why: ``strictly better score, no statistical test (test:
+    none, set in the job)`` rather than the rule's name twice (``none: none (set in the job)``)."""
+    if reason == f"{rule} (set in the job)":
+        reason = f"test: {rule}, set in the job"
+    return f"{_RULE_WORDS.get(rule, rule)} ({reason})" if reason else _RULE_WORDS.get(rule, rule)
+
+
 def summary_box(history: OptimizationHistory, verbosity: Verbosity = "summary") -> str:
     top = "╔" + "═" * _INNER + "╗"
     mid = "╠" + "═" * _INNER + "╣"
@@ -134,7 +149,8 @@ def summary_box(history: OptimizationHistory, verbosity: Verbosity = "summary") 
             t = history.test
             lines += _field("Test (held out)", f"{fmt_score(t.baseline.score)} → {fmt_score(t.best.score)}")
         if history.acceptance_rule is not None:
-            lines += _field("Acceptance", f"{history.acceptance_rule}: {history.acceptance_rule_reason}")
+            rule = acceptance_text(history.acceptance_rule, history.acceptance_rule_reason)
+            lines += _field("Acceptance", rule)
         lines += _field("Gain", history.gain_line())
         lines += _field("Termination", history.termination_reason.message)
         if history.rejections:

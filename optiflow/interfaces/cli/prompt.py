@@ -13,7 +13,7 @@ import click
 from optiflow.interfaces.cli._common import echo, opened_store, parse_params, split_ref
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from optiflow.core.overrides import PromptOverrides, SectionOverride
     from optiflow.core.prompt import Prompt, Section
@@ -84,6 +84,23 @@ def show(ref: str, tag: str) -> None:
         echo("model params: " + ", ".join(f"{k}={v}" for k, v in overrides.model_params.items()))
 
 
+def _check_params(p: Prompt, overrides: PromptOverrides | None, values: Mapping[str, object]) -> None:
+    """Every ``${param}`` the rendered text uses is given (``${input}`` by ``--input``), or one
+    error naming them all and the flag that gives them."""
+    from optiflow.core.prompt import template_params
+    from optiflow.errors import ValidationError
+
+    used: set[str] = set(template_params(p.user))
+    for body in p.effective_bodies(overrides).values():
+        used |= template_params(body)
+    missing = sorted(used - set(values) - {"input"})
+    if missing:
+        flags = " ".join(f"--param {name}=VALUE" for name in missing)
+        raise ValidationError(
+            f"missing template param(s) {', '.join(missing)}: give each with {flags}", field="--param"
+        )
+
+
 @prompt.command()
 @click.argument("ref", metavar="NS/KEY")
 @click.option("--tag", default=STABLE, show_default=True, help=_TAG_HELP)
@@ -99,6 +116,7 @@ def render(ref: str, tag: str, params: tuple[str, ...], input_text: str) -> None
     with opened_store() as store:
         p = store.get_prompt(ns, key)
         overrides = store.resolve(ns, key, tag)
+    _check_params(p, overrides, values)
     rendered = p.render(input_text, params=values, overrides=overrides)
     echo(f"--- system ({p.id}, tag {tag}: {_summary(p, overrides)}) ---")
     echo(rendered.system)

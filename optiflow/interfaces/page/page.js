@@ -23,7 +23,7 @@ function fresh(id) {
   return {
     id, job: null, prompt: null, trials: null, report: null, result: null, status: null,
     iterations: new Map(), best: null, counts: null, live: null, samples: [],
-    events: 0, history: null, openDiffs: new Set(), trialsTimer: null, trialsBusy: false,
+    events: 0, history: null, openDiffs: new Set(), openTrials: new Set(), trialsTimer: null, trialsBusy: false,
   };
 }
 
@@ -93,7 +93,22 @@ function ago(iso) {
   if (d < 60) return "just now";
   if (d < 3600) return `${Math.floor(d / 60)} min ago`;
   if (d < 86400) return `${Math.floor(d / 3600)} h ago`;
-  return new Date(t).toLocaleString();
+  const days = Math.floor(d / 86400);
+  return `${days} day${days === 1 ? "" : "s"} ago`;
+}
+
+// When a job ran, absolute and relative: "21:43:05 · 3 min ago" today, "Nov 26, 21:43 · 2 days
+// ago" before. Jobs of one name (a nightly measure) differ by little else than this.
+function when(iso) {
+  const t = Date.parse(iso);
+  if (!isFinite(t)) return "";
+  const at = new Date(t), now = new Date();
+  const clock = { hour: "2-digit", minute: "2-digit", hourCycle: "h23" };
+  const abs = at.toDateString() === now.toDateString()
+    ? at.toLocaleTimeString(undefined, { ...clock, second: "2-digit" })
+    : at.toLocaleString(undefined, { month: "short", day: "numeric",
+        ...(at.getFullYear() === now.getFullYear() ? {} : { year: "numeric" }), ...clock });
+  return `${abs} · ${ago(iso)}`;
 }
 
 function headers(extra) {
@@ -129,6 +144,7 @@ async function api(path, options = {}) {
 }
 
 const enc = encodeURIComponent;
+const toggle = (set, key) => (set.has(key) ? set.delete(key) : set.add(key));
 
 // -- the jobs list ----------------------------------------------------------------------------
 async function refreshJobs() {
@@ -137,6 +153,7 @@ async function refreshJobs() {
     jobsCache = jobs;
     $("jobs").replaceChildren(...jobs.map(jobItem));
     $("jobs-empty").hidden = jobs.length > 0;
+    jobsToggle();
     const running = jobs.filter((j) => j.status === "running").length;
     $("summary").textContent = `${jobs.length} recent job${jobs.length === 1 ? "" : "s"}` +
       (running ? `, ${running} running` : "");
@@ -163,8 +180,32 @@ function jobItem(job) {
     h("span", { class: `pill ${pillClass(status)}`, text: status }),
     o ? h("span", { class: `result${o.bad ? " failed" : ""}`, text: o.text })
       : job.error ? h("span", { class: `result ${job.status === "failed" ? "failed" : "mute"}`, text: job.error }) : null,
-    h("span", { class: "meta", text: `${job.kind} · ${job.id.slice(0, 8)} · ${ago(job.created_at)}` }));
+    h("span", { class: "meta", title: new Date(job.created_at).toLocaleString(),
+                text: `${job.kind} · ${job.id.slice(0, 8)} · ${when(job.created_at)}` }));
 }
+
+// On a narrow screen (one column) the list, once a job is picked, shows that job alone and a
+// button for the others: the job's page starts on the first screen, and the list opens in the
+// page (no inner scroll box) with the picked job scrolled into view.
+const narrow = () => matchMedia("(max-width: 900px)").matches;
+
+function jobsToggle() {
+  const box = $("jobs-box"), open = box.classList.contains("open");
+  box.classList.toggle("picked", !!S.id);
+  const others = jobsCache.filter((j) => j.id !== S.id).length;
+  $("jobs-toggle").hidden = !S.id || others === 0;
+  $("jobs-toggle").textContent = open ? "hide the other jobs" : `all ${jobsCache.length} jobs`;
+  $("jobs-toggle").setAttribute("aria-expanded", String(open));
+}
+
+$("jobs-toggle").onclick = () => {
+  $("jobs-box").classList.toggle("open");
+  jobsToggle();
+  if ($("jobs-box").classList.contains("open")) {
+    const sel = document.querySelector("#jobs li.sel");
+    if (sel) sel.scrollIntoView({ block: "center" });
+  }
+};
 
 // -- model limits -----------------------------------------------------------------------------
 async function refreshLimits() {
@@ -194,6 +235,10 @@ async function select(id) {
   S = fresh(id);
   history.replaceState(null, "", "/jobs/" + enc(id));
   for (const row of $("jobs").children) row.classList.toggle("sel", row.dataset.id === id);
+  const picking = $("jobs-box").classList.contains("open");
+  $("jobs-box").classList.remove("open");
+  jobsToggle();
+  if (picking && narrow()) scrollTo(0, 0);  // picked in the opened list: the job's page from its top
   $("detail").hidden = false;
   $("hint").hidden = true;
   $("events").replaceChildren();
@@ -393,9 +438,16 @@ function describe(event) {
 }
 
 // A table body's cells carry their column's name: on a phone a row reads as "label value" lines.
+// A compact table (the trials) reads as a line or two per row on a phone: its header cells name a
+// short label (data-short) for the cells that need one ("score 0.50").
 function labelled(tbody) {
-  const names = [...tbody.closest("table").querySelectorAll("thead th")].map((th) => th.textContent);
-  for (const tr of tbody.children) [...tr.children].forEach((td, k) => { td.dataset.label = names[k] || ""; });
+  const heads = [...tbody.closest("table").querySelectorAll("thead th")];
+  for (const tr of tbody.children) {
+    [...tr.children].forEach((td, k) => {
+      td.dataset.label = heads[k] ? heads[k].textContent : "";
+      if (heads[k] && heads[k].dataset.short !== undefined) td.dataset.short = heads[k].dataset.short;
+    });
+  }
 }
 
 // -- rendering --------------------------------------------------------------------------------
@@ -435,7 +487,7 @@ function renderHead() {
   $("status").className = `pill ${pillClass(status)}`;
   $("status").dataset.status = raw;
   $("cancel").hidden = !(raw === "queued" || raw === "running");
-  const bits = job ? [job.kind, `id ${job.id}`, `created ${new Date(job.created_at).toLocaleString()}`] : [];
+  const bits = job ? [job.kind, `id ${job.id}`, `created ${new Date(job.created_at).toLocaleString()} (${ago(job.created_at)})`] : [];
   if (S.prompt) bits.push(`prompt ${S.prompt.ns}/${S.prompt.key} @ ${S.prompt.tag}`, `model ${S.prompt.model}`);
   $("subtitle").textContent = bits.join(" · ");
   const error = (S.result && S.result.error) || S.error || (job && job.error);
@@ -550,6 +602,12 @@ function gateLine(g) {
   if (g.gate === "strict") {
     const ids = g.regressed.slice(0, 6).join(", ") + (g.regressed.length > 6 ? ", …" : "");
     const count = g.regressed.length;
+    if (g.stopped_early) {
+      // fail-fast ended the candidate's runs: its pass rate over those few samples says nothing
+      const after = n !== null && n < g.samples ? ` after ${n} of ${g.samples} samples` : "";
+      return `strict: stopped early by fail-fast${after}: at least ${count} regression${count === 1 ? "" : "s"}` +
+        `${ids ? ` (${ids})` : ""}${errors}`;
+    }
     return `strict: ${count} sample${count === 1 ? "" : "s"} regressed${ids ? ` (${ids})` : ""}` +
       `; pass rate ${pct(g.baseline_pass_rate)} → ${pct(g.candidate_pass_rate)}${over}${errors}`;
   }
@@ -660,8 +718,10 @@ function renderSections() {
       h("span", { class: "verdict small" }, ...verdict(row)));
     const g = gateOf(p);
     const why = [];
-    if (p && p.rej && p.rej.reason) why.push(p.rej.reason);
-    else if (p && !p.mod && p.live && p.live.reason) why.push(p.live.reason);
+    // fail-fast's lower bound is said once, by the gate's line
+    const repeats = (reason) => !!(g && g.stopped_early && /^at least \d+ regression/.test(reason));
+    if (p && p.rej && p.rej.reason) { if (!repeats(p.rej.reason)) why.push(p.rej.reason); }
+    else if (p && !p.mod && p.live && p.live.reason && !repeats(p.live.reason)) why.push(p.live.reason);
     if (g) why.push(gateLine(g));
     const f = p && (p.mod ? p.mod.faithfulness : p.rej ? p.rej.faithfulness : null);
     if (f) why.push(`faithfulness: support ${pct(f.support, 0)} (threshold ${pct(f.threshold, 0)}), coverage ${pct(f.coverage, 0)}`);
@@ -680,9 +740,18 @@ function renderSections() {
   $("sections").replaceChildren(...items);
 }
 
-// -- a word-level diff (longest common subsequence; line-level when the texts are long) --------
+// -- a word diff --------------------------------------------------------------------------------
+// Tokens keep every character (whitespace runs, runs of letters and digits, and each other
+// character alone), so a diff reads back as both texts and "parcels" -> "parcels," is one added
+// comma, not a word replaced. An LCS over the tokens (lines when the texts are long) gives equal,
+// removed and added runs; removed and added tokens with only whitespace between them make one
+// change, shown as the removed run, then the added run, apart: "Questions" then "When", never
+// "QuestionsWhen". A change of punctuation or spacing only is marked lighter and not counted.
+const TOKEN = /\s+|[\p{L}\p{N}_]+|[^\s\p{L}\p{N}_]/gu;
+const WORDISH = /[\p{L}\p{N}]/u;
+
 function tokens(text, lines) {
-  return lines ? text.split(/(?<=\n)/) : text.match(/\s+|[^\s]+/g) || [];
+  return lines ? text.split(/(?<=\n)/) : text.match(TOKEN) || [];
 }
 
 function diffOps(a, b) {
@@ -720,15 +789,42 @@ function diffOps(a, b) {
   return ops;
 }
 
+// The ops as a reader takes them: equal text ({same}) and changes ({del, ins}). Whitespace that is
+// equal between two changes joins the change on both sides, so a rewritten phrase is one struck
+// run and one new run instead of word / word / word alternating.
+function diffChanges(ops) {
+  const out = [];
+  let del = "", ins = "";
+  const flush = () => { if (del || ins) out.push({ del, ins }); del = ""; ins = ""; };
+  ops.forEach(([op, text], k) => {
+    if (op === "-") del += text;
+    else if (op === "+") ins += text;
+    else if ((del || ins) && k + 1 < ops.length && !/\S/.test(text)) { del += text; ins += text; }
+    else { flush(); out.push({ same: text }); }
+  });
+  flush();
+  return out;
+}
+
 function diffView(original, proposed) {
-  const ops = diffOps(original, proposed);
-  const words = (t) => (t.match(/[^\s]+/g) || []).length;
-  const removed = ops.filter((o) => o[0] === "-").reduce((a, o) => a + words(o[1]), 0);
-  const added = ops.filter((o) => o[0] === "+").reduce((a, o) => a + words(o[1]), 0);
-  const pre = h("pre", {}, ...ops.map(([op, text]) =>
-    op === "=" ? document.createTextNode(text) : h(op === "-" ? "del" : "ins", { text })));
-  return h("div", { class: "diff" },
-    h("span", { class: "stats small", text: `original → proposed: ${removed} word(s) removed, ${added} added` }), pre);
+  const changes = diffChanges(diffOps(original, proposed));
+  const words = (t) => (t.match(/[\p{L}\p{N}_]+/gu) || []).length;
+  let removed = 0, added = 0, minor = 0;
+  const nodes = [];
+  for (const c of changes) {
+    if (c.same !== undefined) { nodes.push(document.createTextNode(c.same)); continue; }
+    const small = !WORDISH.test(c.del) && !WORDISH.test(c.ins);
+    if (small) minor++; else { removed += words(c.del); added += words(c.ins); }
+    // spacing only (a line break become a space): the new spacing, unmarked; the old one is kept
+    // in the text (the diff still reads back as the original) but not shown
+    const cls = small ? (/\S/.test(c.del + c.ins) ? "minor" : "minor space") : null;
+    if (c.del) nodes.push(h("del", { class: cls, title: small ? "punctuation or spacing removed" : "removed", text: c.del }));
+    if (c.ins) nodes.push(h("ins", { class: cls, title: small ? "punctuation or spacing added" : "added", text: c.ins }));
+  }
+  const stats = `original → proposed: ${removed} word(s) removed, ${added} added` +
+    (minor ? `; ${minor} punctuation or spacing change(s), not counted` : "");
+  return h("div", { class: "diff", "data-removed": removed, "data-added": added, "data-minor": minor },
+    h("span", { class: "stats small", text: stats }), h("pre", {}, ...nodes));
 }
 
 // -- the gate: what the baseline said, and the combination's decision --------------------------
@@ -924,13 +1020,15 @@ function renderTrials() {
     const sm = t.summary || {};
     return h("tr", { class: t.candidate_id === best ? "best" : "", "data-candidate": t.candidate_id },
       h("td", { text: t.candidate_id + (t.candidate_id === best ? " ★" : "") }),
-      h("td", { class: "num", text: t.step_index }),
+      h("td", { class: "num wide-only", text: t.step_index }),
       h("td", { class: t.status, text: t.status }),
       h("td", { class: "num", text: score(t.score) }),
       h("td", { class: "num", text: money(sm.total_cost) }),
       h("td", { class: "num", text: ms(sm.avg_latency_ms) }),
-      h("td", { text: t.parents.join(", ") || "-" }),
-      h("td", { class: "wrap", text: t.error ? `error: ${t.error}` : t.rationale || "-" }));
+      h("td", { class: t.parents.length ? "" : "none", text: t.parents.join(", ") || "-" }),
+      h("td", { class: `wrap why${S.openTrials.has(t.candidate_id) ? " open" : ""}${t.error || t.rationale ? "" : " none"}`,
+                text: t.error ? `error: ${t.error}` : t.rationale || "-",
+                onclick: () => { toggle(S.openTrials, t.candidate_id); renderTrials(); } }));
   }));
   labelled($("trials"));
 }
@@ -1008,7 +1106,8 @@ function renderRejections() {
   if (!show) return;
   $("rejections").replaceChildren(...list.map((r) => h("tr", {},
     h("td", { class: "num", text: r.iteration ?? "-" }), h("td", {}, h("code", { text: r.reason_code })),
-    h("td", { class: "wrap", text: r.message }), h("td", { text: r.parents.join(", ") || "-" }))));
+    h("td", { class: "wrap why", text: r.message, onclick: (e) => e.currentTarget.classList.toggle("open") }),
+    h("td", { class: r.parents.length ? "" : "none", text: r.parents.join(", ") || "-" }))));
   labelled($("rejections"));
 }
 

@@ -208,3 +208,16 @@ def test_replay_with_another_scorer_or_objective(h: OptimizationHistory) -> None
 def test_replay_refuses_a_foreign_document() -> None:
     with pytest.raises(ValidationError):
         replay({"useCaseId": "x"})
+
+
+def test_acceptance_says_the_rule_in_words_once() -> None:
+    """Issue 29: the summary printed ``Acceptance: none: none (set in the job)``."""
+    from optiflow.core.optimize.output import acceptance_text
+
+    assert acceptance_text("none", "none (set in the job)") == (
+        "strictly better score, no statistical test (test: none, set in the job)"
+    )
+    assert acceptance_text("paired", "auto: 3 of 44 samples gave different results") == (
+        "paired selection (auto: 3 of 44 samples gave different results)"
+    )
+    assert acceptance_text("mann_whitney", "") == "strictly better score and a Mann-Whitney U test"
