@@ -74,6 +74,8 @@ from optiflow.core.workflow import (
 )
 
 BASELINE = "baseline"
+FAIL_FAST_SKIP = "regressed"
+"""The skip reason of an evaluation fail-fast's mark stopped (``optiflow.distributed.scratch``)."""
 
 
 def path_hash(path: SectionPath) -> str:
@@ -781,12 +783,22 @@ class CompressWorkflow:
 
 
 def _regressed(results: StepResults) -> frozenset[str]:
-    """The experiments of a step that fail-fast marked: a watched sample failed or errored."""
+    """The experiments of a step that fail-fast marked: a watched sample failed or errored, or an
+    evaluation was skipped for the experiment's mark. The mark is written only when a watched
+    sample of that experiment failed, so the skip is that failure's witness even when the failing
+    answer itself is not among the results: a step launched again after a crash gets back a
+    cached answer, but not one that errored (errors are never cached) or that a killed worker
+    made and lost; without the witness the gate would see no failure and ask for more runs,
+    which the mark skips again."""
     guards = {t.experiment.id: t.guard for t in results.step.targets if t.guard}
     out = set()
     for r in results.evals:
         guard = guards.get(r.experiment_id)
-        if guard and r.sample_id in guard and not r.skipped and not (r.success and r.passed):
+        if not guard:
+            continue
+        witness = r.skipped and r.reason == FAIL_FAST_SKIP
+        failed = r.sample_id in guard and not r.skipped and not (r.success and r.passed)
+        if witness or failed:
             out.add(r.experiment_id)
     return frozenset(out)
 
