@@ -95,19 +95,12 @@ def test_resume_refusals_orphan_sweep_and_automatic_recovery_of_a_lost_start(
 ) -> None:
     spec = small(load_job(EXAMPLE))
     procs = start_workers(env, tmp_path, "r", 4)
-    try:
-        with client_for(env) as client:
+    with client_for(env) as client:
+        try:
             job = client.submit(spec)
             job.wait(timeout=120).raise_for_error()
             with pytest.raises(ConflictError, match="already ended completed"):
                 job.resume()
-
-            # an orphaned temp tag of a finished job (a crash between two writes) is swept
-            store, (ns, key) = client.runtime.store, (spec.prompt.ns, spec.prompt.key)
-            orphan = f"opt-{job.id}-leftover"
-            store.store(spec.prompt.descriptor(), (), tag=orphan, replace=True)
-            assert recovery.sweep_temp_tags(client.runtime) == [f"{ns}/{key}:{orphan}"]
-            assert orphan not in store.list_tags(ns, key)
 
             # a job whose start message was lost stays queued: refused while fresh, then the
             # control worker's periodic sweep finds it stalled and starts it
@@ -120,9 +113,18 @@ def test_resume_refusals_orphan_sweep_and_automatic_recovery_of_a_lost_start(
             started = time.monotonic()
             assert client.job(lost.id).wait(timeout=120).status == "completed"
             assert time.monotonic() - started >= 2  # not before it was stale (3 s after creation)
-    finally:
-        for p in procs:
-            p.stop()
+        finally:
+            for p in procs:
+                p.stop()
+
+        # an orphaned temp tag of a finished job (a crash between two writes) is swept. With the
+        # workers stopped: the control worker's own sweep (every second here) would remove the
+        # orphan too, and when it did so between the write and this sweep, this one found nothing
+        store, (ns, key) = client.runtime.store, (spec.prompt.ns, spec.prompt.key)
+        orphan = f"opt-{job.id}-leftover"
+        store.store(spec.prompt.descriptor(), (), tag=orphan, replace=True)
+        assert recovery.sweep_temp_tags(client.runtime) == [f"{ns}/{key}:{orphan}"]
+        assert orphan not in store.list_tags(ns, key)
 
 
 def test_optimize_job_survives_kill_9_of_the_control_worker(env: dict[str, str], tmp_path: Path) -> None:
