@@ -41,8 +41,9 @@ POINTS = ("entry", "committed")
 def plans() -> list[tuple[Cell, Plan]]:
     out = []
     for i, cell in enumerate(MATRIX):
-        out.append((cell, Plan("eval", cell.step, after=AFTER[i % len(AFTER)])))
-        out.append((cell, Plan("control", cell.step, point=POINTS[i % len(POINTS)])))
+        n = cell.occurrence
+        out.append((cell, Plan("eval", cell.step, occurrence=n, after=AFTER[i % len(AFTER)])))
+        out.append((cell, Plan("control", cell.step, occurrence=n, point=POINTS[i % len(POINTS)])))
     return out
 
 
@@ -68,7 +69,9 @@ def wave(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[W
     )
     try:
         with Client(settings, embedded=False) as client:
-            yield run_wave(env, Path(home), client, plans(), tag="suite", timeout=400)
+            done = run_wave(env, Path(home), client, plans(), tag="suite", timeout=400)
+            print(f"chaos matrix: {', '.join(f'{k} {v:.1f}s' for k, v in done.phases.items())}")
+            yield done
     finally:
         r = redis.Redis.from_url(redis_url)
         found = list(r.scan_iter(match=f"{prefix}*", count=1000))

@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any
 
-from celery.signals import task_prerun, worker_init
+from celery.signals import after_setup_logger, task_prerun, worker_init
 
 from optiflow.distributed import driver
 from optiflow.distributed.app import runtime_of
@@ -210,3 +210,15 @@ def _preload(**_: Any) -> None:
 _install()
 if os.environ.get("OPTIFLOW_CHAOS_PRELOAD") == "1":
     worker_init.connect(_preload, weak=False)
+
+
+def _quiet(**_: Any) -> None:
+    """One line per task received and per task done (with its result) is most of what a worker
+    logs; a matrix run makes thousands of them."""
+    import logging
+
+    for name in ("celery.app.trace", "celery.worker.strategy"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+after_setup_logger.connect(_quiet, weak=False)

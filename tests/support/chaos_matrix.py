@@ -37,7 +37,8 @@ HELPDESK = ROOT / "examples" / "weak-helpdesk"
 LATENCY_MS = 5
 NOISE = "0.3*beta(3.3,3.3)+0.7*fixed(1)"
 OPT_NOISE = {"sim_pass_dist": "0.6*beta(3.3,3.3)+0.4*fixed(1)", "sim_seed": 3}
-COMPRESS_SAMPLES = ("refund-1", "invoice-1", "double-1", "password-1")
+COMPRESS_SAMPLES = ("double-1", "password-1")
+GREEDY_SAMPLES = ("refund-1", "invoice-1", "double-1", "password-1")
 HELPDESK_SAMPLES = tuple(f"{t}-{i}" for t in ("refund", "late", "damaged", "invoice") for i in (1, 3, 4))
 
 
@@ -50,11 +51,13 @@ def _cut(data: dict[str, Any], ids: tuple[str, ...]) -> dict[str, Any]:
     return {**data, "dataset": {**data["dataset"], "samples": samples}}
 
 
-def compress_doc(gate: dict[str, object], *, seed: int | None = None) -> dict[str, Any]:
+def compress_doc(
+    gate: dict[str, object], *, seed: int | None = None, samples: tuple[str, ...] = COMPRESS_SAMPLES
+) -> dict[str, Any]:
     """support-bot's compress job with its defaults (fail-fast on, the ablation on), two runs; on
     the noisy model with ``seed``."""
     data = load_job(SUPPORT_BOT / "job.yaml").model_dump(mode="json")
-    data = _cut(data, COMPRESS_SAMPLES)
+    data = _cut(data, samples)
     noise = None if seed is None else {"sim_pass_dist": NOISE, "sim_seed": seed}
     return {**data, "eval_runs": 2, "gate": gate, "model": _model(noise)}
 
@@ -66,6 +69,7 @@ def optimize_doc(acceptance: dict[str, object], *, noisy: bool = False) -> dict[
     return {
         **data,
         "acceptance": acceptance,
+        "max_candidates_per_step": 2,
         "termination": {"max_iterations": 2, "no_improvement": 2},
         "model": _model(OPT_NOISE if noisy else None),
     }
@@ -82,13 +86,13 @@ AUTO = {"mode": "auto", "margin": 0.5, "max_runs": 4}
 DOCS: dict[str, Callable[[], dict[str, Any]]] = {
     "compress-strict": lambda: compress_doc({"mode": "strict"}),
     "compress-auto": lambda: compress_doc(AUTO),
-    "compress-paired": lambda: compress_doc(PAIRED, seed=4),
-    "compress-paired-ablation": lambda: compress_doc(PAIRED, seed=2),
-    "compress-auto-noisy": lambda: compress_doc(AUTO, seed=3),
+    "compress-paired": lambda: compress_doc(PAIRED, seed=2),
+    "compress-paired-greedy": lambda: compress_doc(PAIRED, seed=4, samples=GREEDY_SAMPLES),
+    "compress-auto-noisy": lambda: compress_doc(AUTO, seed=2),
     "optimize-strict": lambda: optimize_doc({"test": "none"}),
-    "optimize-paired": lambda: optimize_doc({"test": "paired", "max_runs": 6}),
-    "optimize-auto": lambda: optimize_doc({"test": "auto", "max_runs": 6}),
-    "optimize-auto-noisy": lambda: optimize_doc({"test": "auto", "max_runs": 6}, noisy=True),
+    "optimize-paired": lambda: optimize_doc({"test": "paired", "max_runs": 4}),
+    "optimize-auto": lambda: optimize_doc({"test": "auto", "max_runs": 4}),
+    "optimize-auto-noisy": lambda: optimize_doc({"test": "auto", "max_runs": 4}, noisy=True),
     "measure": measure_doc,
 }
 """The job documents, by key. Under ``auto`` the deterministic model picks ``strict`` (compress) or
@@ -113,36 +117,41 @@ class Cell:
     step: str
     gate: str
     doc: str
-    rounds_from: int = 0
-    """The first occurrence of the step kind the cell may kill (1: a later round only)."""
+    occurrence: int = 0
+    """Which step of the kind the suite's kill lands in (1: the second, a paired gate's second
+    round); ``make chaos`` draws it among the reference's steps of the kind."""
 
     @property
     def id(self) -> str:
-        later = f"-round-{self.rounds_from + 1}+" if self.rounds_from else ""
-        return f"{self.job}-{self.step}{later}-{self.gate}"
+        return f"{self.job}-{self.step}-{self.gate}"
 
 
 _TABLE = (
     ("compress", "strict", "compress-strict", ("baseline", "ablation", "candidates", "combined", "greedy")),
-    ("compress", "paired", "compress-paired", ("baseline", "ablation", "candidates")),
-    ("compress", "paired", "compress-paired", ("candidates-rounds", "combined", "greedy")),
+    ("compress", "paired", "compress-paired", ("baseline", "ablation@1", "candidates", "candidates-rounds")),
+    ("compress", "paired", "compress-paired", ("combined@1",)),
+    ("compress", "paired", "compress-paired-greedy", ("greedy",)),
     ("compress", "auto", "compress-auto", ("baseline", "candidates", "combined", "greedy")),
-    ("compress", "auto", "compress-auto-noisy", ("ablation", "candidates-rounds")),
+    ("compress", "auto", "compress-auto-noisy", ("ablation", "candidates-rounds@1")),
     ("optimize", "strict", "optimize-strict", ("baseline", "iteration", "test")),
     ("optimize", "paired", "optimize-paired", ("baseline", "iteration", "race", "test")),
     ("optimize", "auto", "optimize-auto", ("baseline", "iteration")),
     ("optimize", "auto", "optimize-auto-noisy", ("race", "test")),
     ("measure", "-", "measure", ("measure",)),
 )
+"""(job kind, gate, document, step kinds); ``kind@n``: the suite kills its (n+1)-th step of that kind."""
 
 
-MATRIX = tuple(Cell(job, step, gate, doc) for job, gate, doc, steps in _TABLE for step in steps)
+def _cell(job: str, gate: str, doc: str, step: str) -> Cell:
+    kind, _, n = step.partition("@")
+    return Cell(job, kind, gate, doc, int(n or 0))
+
+
+MATRIX = tuple(_cell(job, gate, doc, step) for job, gate, doc, steps in _TABLE for step in steps)
 """Compress: baseline, ablation, candidates (the strict round; ``candidates-rounds``: the paired
 gate's later rounds), combined, greedy; optimize: baseline, iteration, race rounds, held-out test
 (``strict`` is acceptance ``none``); measure. Under ``auto`` the strict kinds run on the
 deterministic model, the paired ones on the noisy model."""
-BENCH_MATRIX = (*MATRIX, Cell("compress", "ablation", "paired", "compress-paired-ablation", rounds_from=1))
-"""``make chaos``'s: the suite's, and the paired ablation's later round (its document takes two)."""
 ROLES = ("eval", "control")
 
 

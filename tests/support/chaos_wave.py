@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 APP = "tests.support.chaos_app"
 ACTIVE = ("queued", "running")
 LOCK_S = 3600
-CONTROL2_CONCURRENCY = 4
 STATUS_POLL_S = 2.0
 
 
@@ -162,7 +161,7 @@ def run_wave(
     prefix = rt.settings.key_prefix
     evals = [(c, p) for c, p in plans if p.role == "eval"]
     controls = [(c, p) for c, p in plans if p.role == "control"]
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), time.process_time()
     c1 = _worker(
         env,
         logdir,
@@ -181,8 +180,10 @@ def run_wave(
         pool="threads",
         concurrency=16 + sum(p.hold for _, p in evals),
     )
-    e2 = _worker(env, logdir, f"{tag}-eval2", "chaos.standby", park=False, pool="threads", concurrency=16)
-    workers = [c1, e1, e2]
+    workers = [c1, e1]
+    if evals:
+        e2 = _worker(env, logdir, f"{tag}-eval2", "chaos.standby", park=False, pool="threads", concurrency=16)
+        workers.append(e2)
     try:
         for w in workers:
             w.wait_ready()
@@ -198,54 +199,45 @@ def run_wave(
         for cell, plan in plans:
             kill = Kill(cell, plan, f"chaos-{tag}-{plan.role}-{cell.id}")
             rt.redis.set(plan_key(prefix, kill.name), json.dumps(plan.__dict__), ex=LOCK_S)
-            kill.submitted = time.monotonic()
+            kill.submitted = time.time()
             kill.job_id = client.submit(spec_of(cell.doc, kill.name)).id
             rt.redis.set(keys.lock(prefix, f"resume:{kill.job_id}"), b"1", ex=LOCK_S)
             kills.append(kill)
         _park_all(client, kills, [r for r in references.values() if own], timeout)
         phases["parked"] = time.monotonic() - t0
+        e_kills = [k for k in kills if k.plan.role == "eval"]
+        c_kills = [k for k in kills if k.plan.role == "control"]
         c2: WorkerProcess | None = None
-        if evals:
-            _kill(client, e1, [k for k in kills if k.plan.role == "eval"], lambda pid: pid == e1.pid)
+        if e_kills:
+            _kill(client, e1, e_kills, lambda pid: pid == e1.pid)
             client.app.control.add_consumer(
                 "optiflow.eval", destination=[_hostname(e2)], reply=True, timeout=10
             )
+            _release(client, e_kills)
+            phases["eval_killed"] = time.monotonic() - t0
+        if c_kills:
             c2 = _worker(
-                env, logdir, f"{tag}-control2", "optiflow.control", park=False, pool="prefork", concurrency=2
+                env, logdir, f"{tag}-control2", "optiflow.control", park=False, pool="prefork", concurrency=4
             )
             workers.append(c2)
-            _release(client, [k for k in kills if k.plan.role == "eval"])
-            _wait_ended(client, [k for k in kills if k.plan.role == "eval"], timeout)
-            phases["eval_cells_ended"] = time.monotonic() - t0
-        else:
-            e1.stop()
-        if controls:
-            _kill(
-                client,
-                c1,
-                [k for k in kills if k.plan.role == "control"],
-                lambda pid: os.getpgid(pid) == c1.pid,
+            c2.wait_ready()
+            # the control worker takes no new task; once it holds only the parked advances it dies
+            client.app.control.cancel_consumer(
+                "optiflow.control", destination=[_hostname(c1)], reply=True, timeout=10
             )
-            if c2 is None:
-                c2 = _worker(
-                    env,
-                    logdir,
-                    f"{tag}-control2",
-                    "optiflow.control",
-                    park=False,
-                    pool="prefork",
-                    concurrency=2,
-                )
-                workers.append(c2)
-            _release(client, [k for k in kills if k.plan.role == "control"])
-            _wait_ended(client, [k for k in kills if k.plan.role == "control"], timeout)
-            phases["control_cells_ended"] = time.monotonic() - t0
+            _drained(client, c1, c_kills, timeout)
+            _kill(client, c1, c_kills, lambda pid: os.getpgid(pid) == c1.pid)
+            _release(client, c_kills)
+            phases["control_killed"] = time.monotonic() - t0
+        _wait_ended(client, kills, timeout)
+        phases["cells_ended"] = time.monotonic() - t0
         if own:
             for ref in references.values():
                 _finish_reference(client, ref)
         for kill in kills:
             _judge(client, kill, references[kill.cell.doc])
         phases["wall"] = time.monotonic() - t0
+        phases["client_cpu"] = time.process_time() - cpu0
         return Wave(kills, references, phases)
     finally:
         for w in workers:
@@ -326,10 +318,34 @@ def _kill(client: Client, worker: WorkerProcess, kills: list[Kill], owns: Any) -
         assert owns(int(where["pid"])), f"{k.name} parked in pid {where['pid']}, not in the worker to kill"
         assert not rec.finished, (k.name, k.observed)
         k.launches_before = rt.redis.llen(steps_key(rt.settings.key_prefix, k.job_id))
-    killed = time.monotonic()
+    killed = time.time()
     worker.kill()
     for k in kills:
         k.killed = killed
+
+
+def _drained(client: Client, worker: WorkerProcess, kills: list[Kill], timeout: float) -> None:
+    """Until ``worker`` (no longer consuming) runs only the parked ``advance`` of ``kills``' jobs
+    and holds no other message: its kill then hits those jobs and no other."""
+    host = _hostname(worker)
+    jobs = {k.job_id for k in kills}
+    inspect = client.app.control.inspect(destination=[host], timeout=5)
+    deadline = time.monotonic() + timeout
+    while True:
+        active = (inspect.active() or {}).get(host, [])
+        reserved = (inspect.reserved() or {}).get(host, [])
+        others = [
+            t
+            for t in active
+            if t.get("name") != "optiflow.advance" or not any(j in str(t.get("args")) for j in jobs)
+        ]
+        if not others and not reserved:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{host} still runs {[t.get('name') for t in others]} and holds {len(reserved)}"
+            )
+        time.sleep(0.2)
 
 
 def _release(client: Client, kills: list[Kill]) -> None:
@@ -340,7 +356,7 @@ def _release(client: Client, kills: list[Kill]) -> None:
 def _wait_ended(client: Client, kills: list[Kill], timeout: float) -> None:
     for k in kills:
         result = client.job(k.job_id).wait(timeout=timeout)
-        k.ended = time.monotonic()
+        k.ended = result.completed_at.timestamp() if result.completed_at else time.time()
         k.status, k.error, k.report = result.status, result.error, result.report
 
 
