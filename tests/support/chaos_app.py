@@ -11,7 +11,8 @@ worker (a real ``kill -9``) lands mid-step for every job parked in it:
 - **control**: the job's ``advance`` of its target step (its chord body) blocks at ``point``:
   ``entry`` (before the workflow reads the results), ``committed`` (the transition recorded, the
   next step not launched yet) or ``launched`` (the next step's chord published, the step's
-  per-sample rows not stored yet).
+  per-sample rows not stored yet); or, ``idle``, the step's evaluations park as for an eval kill
+  while the control worker, which then holds nothing of the job, is killed.
 
 A job's plan is a Redis key named after the job (its spec's ``name``, unique per cell), written
 before submission; a parked task records where it parked (step, kind, progress, pid) and blocks
@@ -128,7 +129,7 @@ def _on_prerun(task: Any = None, args: Any = None, **_: Any) -> None:
     if task.name == "optiflow.evaluate":
         job_id = args[0]
         name, plan = _plan(job_id)
-        if plan is None or plan["role"] != "eval":
+        if plan is None or not (plan["role"] == "eval" or plan.get("point") == "idle"):
             return
         rt = runtime_of(app)
         progress = rt.scratch.progress(job_id)
@@ -144,7 +145,8 @@ def _on_prerun(task: Any = None, args: Any = None, **_: Any) -> None:
         if started <= float(plan.get("after", 0.0)) * progress.total:
             return
         where = {
-            "role": "eval",
+            "role": plan["role"],
+            "point": "idle" if plan["role"] == "control" else "evaluation",
             "step": progress.step,
             "name": step,
             "started": started,
