@@ -168,90 +168,31 @@ def run_wave(
     """Run ``plans`` (with the references of their documents unless ``refs`` are given) and
     return every cell's outcome; each compared with its document's reference."""
     rt = client.runtime
-    prefix = rt.settings.key_prefix
-    evals = [(c, p) for c, p in plans if p.role == "eval"]
-    controls = [(c, p) for c, p in plans if p.role == "control"]
     t0, cpu0 = time.monotonic(), time.process_time()
-    rt.redis.delete(release_key(prefix))  # a wave before this one may have released its parked tasks
-    c1 = _worker(
-        env,
-        logdir,
-        f"{tag}-control1",
-        "optiflow.control",
-        park=True,
-        pool="prefork",
-        concurrency=len(controls) + 3,
-    )
-    e1 = _worker(
-        env,
-        logdir,
-        f"{tag}-eval1",
-        "optiflow.eval",
-        park=True,
-        pool="threads",
-        concurrency=16 + sum(p.hold for _, p in plans if p.parks_evaluation),
-    )
-    workers = [c1, e1]
-    if evals:
-        e2 = _worker(env, logdir, f"{tag}-eval2", "chaos.standby", park=False, pool="threads", concurrency=16)
-        workers.append(e2)
+    rt.redis.delete(release_key(rt.settings.key_prefix))  # an earlier wave's release
+    w = _Workers(env, logdir, tag, plans)
     try:
-        for w in workers:
-            w.wait_ready()
+        w.start()
         phases = {"workers_ready": time.monotonic() - t0}
-        own = refs is None
         references = dict(refs or {})
-        if own:
+        if refs is None:
             for doc in sorted({c.doc for c, _ in plans}):
-                ref = Reference(doc, f"chaos-{tag}-ref-{doc}")
-                ref.job_id = client.submit(spec_of(doc, ref.name)).id
-                references[doc] = ref
-        kills = []
-        for cell, plan in plans:
-            kill = Kill(cell, plan, f"chaos-{tag}-{plan.role}-{cell.id}")
-            rt.redis.set(plan_key(prefix, kill.name), json.dumps(plan.__dict__), ex=LOCK_S)
-            kill.submitted = time.time()
-            kill.job_id = client.submit(spec_of(cell.doc, kill.name)).id
-            rt.redis.set(keys.lock(prefix, f"resume:{kill.job_id}"), b"1", ex=LOCK_S)
-            kills.append(kill)
-        _park_all(client, kills, [r for r in references.values() if own], timeout)
+                references[doc] = Reference(doc, f"chaos-{tag}-ref-{doc}")
+                references[doc].job_id = client.submit(spec_of(doc, references[doc].name)).id
+        kills = [_submit(client, cell, plan, f"chaos-{tag}-{plan.role}-{cell.id}") for cell, plan in plans]
+        _park_all(client, kills, [] if refs is not None else list(references.values()), timeout)
         phases["parked"] = time.monotonic() - t0
         e_kills = [k for k in kills if k.plan.role == "eval"]
         c_kills = [k for k in kills if k.plan.role == "control"]
-        c2: WorkerProcess | None = None
         if e_kills:
-            _kill(client, e1, e_kills, lambda k, pid: pid == e1.pid)
-            client.app.control.add_consumer(
-                "optiflow.eval", destination=[_hostname(e2)], reply=True, timeout=10
-            )
-            _release(client, e_kills)
+            w.kill_eval(client, e_kills)
             phases["eval_killed"] = time.monotonic() - t0
         if c_kills:
-            c2 = _worker(
-                env, logdir, f"{tag}-control2", "optiflow.control", park=False, pool="prefork", concurrency=4
-            )
-            workers.append(c2)
-            c2.wait_ready()
-            # the control worker takes no new task; once it holds only the parked advances it dies
-            client.app.control.cancel_consumer(
-                "optiflow.control", destination=[_hostname(c1)], reply=True, timeout=10
-            )
-            _drained(client, c1, c_kills, timeout)
-            # parked in the control worker's children; ``idle``: in the eval worker (the job holds
-            # nothing in the control worker), released once it is dead
-            _kill(
-                client,
-                c1,
-                c_kills,
-                lambda k, pid: os.getpgid(pid) == (e1 if k.plan.point == "idle" else c1).pid,
-            )
-            _release(client, c_kills)
-            if any(k.plan.point == "idle" for k in c_kills):
-                rt.redis.set(release_key(prefix), b"1", ex=LOCK_S)
+            w.kill_control(client, c_kills, timeout)
             phases["control_killed"] = time.monotonic() - t0
         _wait_ended(client, kills, timeout)
         phases["cells_ended"] = time.monotonic() - t0
-        if own:
+        if refs is None:
             for ref in references.values():
                 _finish_reference(client, ref)
         for kill in kills:
@@ -260,11 +201,96 @@ def run_wave(
         phases["client_cpu"] = time.process_time() - cpu0
         return Wave(kills, references, phases)
     finally:
-        for w in workers:
-            if w.proc.poll() is None:
-                w.kill()  # parked tasks never end a warm shutdown
-            else:
+        w.close()
+
+
+class _Workers:
+    """A wave's workers: control and eval with parking on, a standby eval worker (with eval
+    cells), and the control worker that replaces the first (with control cells)."""
+
+    def __init__(
+        self, env: Mapping[str, str], logdir: Path, tag: str, plans: Sequence[tuple[Cell, Plan]]
+    ) -> None:
+        self.env, self.logdir, self.tag = env, logdir, tag
+        controls = sum(1 for _, p in plans if p.role == "control")
+        held = sum(p.hold for _, p in plans if p.parks_evaluation)
+        self.c1 = self._new(
+            "control1", "optiflow.control", park=True, pool="prefork", concurrency=controls + 3
+        )
+        self.e1 = self._new("eval1", "optiflow.eval", park=True, pool="threads", concurrency=16 + held)
+        self.standby = any(p.role == "eval" for _, p in plans)
+        self.e2: WorkerProcess | None = None
+        self.c2: WorkerProcess | None = None
+
+    def _new(self, name: str, queue: str, *, park: bool, **kw: Any) -> WorkerProcess:
+        return _worker(self.env, self.logdir, f"{self.tag}-{name}", queue, park=park, **kw)
+
+    @property
+    def all(self) -> list[WorkerProcess]:
+        return [w for w in (self.c1, self.e1, self.e2, self.c2) if w is not None]
+
+    def start(self) -> None:
+        """Start the wave's first workers; then the standby eval worker, which boots while the
+        jobs run (it is needed at the eval kill only)."""
+        for w in self.all:
+            w.wait_ready()
+        if self.standby:
+            self.e2 = self._new("eval2", "chaos.standby", park=False, pool="threads", concurrency=16)
+
+    def kill_eval(self, client: Client, kills: list[Kill]) -> None:
+        """Kill the eval worker that holds the eval cells' parked evaluations; the standby takes
+        its queue, and recovery may resume the cells' jobs."""
+        assert self.e2 is not None
+        self.e2.wait_ready()
+        _kill(client, self.e1, kills, lambda k, pid: pid == self.e1.pid)
+        client.app.control.add_consumer(
+            "optiflow.eval", destination=[_hostname(self.e2)], reply=True, timeout=10
+        )
+        _release(client, kills)
+
+    def kill_control(self, client: Client, kills: list[Kill], timeout: float) -> None:
+        """Start the replacement control worker; once it is up, the first takes no new task and,
+        holding only the control cells' parked ``advance``, is killed."""
+        self.c2 = self._new("control2", "optiflow.control", park=False, pool="prefork", concurrency=4)
+        self.c2.wait_ready()
+        client.app.control.cancel_consumer(
+            "optiflow.control", destination=[_hostname(self.c1)], reply=True, timeout=10
+        )
+        _drained(client, self.c1, kills, timeout)
+        # parked in the control worker's children; ``idle``: in the eval worker (the job holds
+        # nothing in the control worker), let go once the control worker is dead
+        _kill(
+            client,
+            self.c1,
+            kills,
+            lambda k, pid: os.getpgid(pid) == (self.e1 if k.plan.point == "idle" else self.c1).pid,
+        )
+        _release(client, kills)
+        if any(k.plan.point == "idle" for k in kills):
+            rt = client.runtime
+            rt.redis.set(release_key(rt.settings.key_prefix), b"1", ex=LOCK_S)
+
+    def close(self) -> None:
+        for w in self.all:
+            if w.proc.poll() is not None:
                 w.log.close()
+            elif w in (self.c1, self.e1):
+                w.kill()  # a parked task never lets a warm shutdown end
+            else:
+                w.stop()
+
+
+def _submit(client: Client, cell: Cell, plan: Plan, name: str) -> Kill:
+    """Submit the cell's job under its plan; its ``resume`` lock keeps recovery off it until the
+    kill (a job parked for a while looks stalled)."""
+    rt = client.runtime
+    prefix = rt.settings.key_prefix
+    kill = Kill(cell, plan, name)
+    rt.redis.set(plan_key(prefix, name), json.dumps(plan.__dict__), ex=LOCK_S)
+    kill.submitted = time.time()
+    kill.job_id = client.submit(spec_of(cell.doc, name)).id
+    rt.redis.set(keys.lock(prefix, f"resume:{kill.job_id}"), b"1", ex=LOCK_S)
+    return kill
 
 
 def _park_all(client: Client, kills: list[Kill], refs: list[Reference], timeout: float) -> None:
