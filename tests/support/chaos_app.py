@@ -4,8 +4,9 @@
 ``OPTIFLOW_CHAOS_PARK=1`` it parks a job where its cell wants the kill, so that one SIGKILL of the
 worker (a real ``kill -9``) lands mid-step for every job parked in it:
 
-- **eval**: the first ``hold`` evaluations of the job's target step that start once the step is
-  ``after`` done block in this worker (they are in flight, unacknowledged, when it is killed);
+- **eval**: the first ``hold`` evaluations of the job's target step that start once a fraction
+  ``after`` of its evaluations started block in this worker (in flight, unacknowledged, when it
+  is killed);
   the step's other evaluations go on, so its chord waits for the parked ones, as it waits for the
   evaluations a killed worker had in flight.
 - **control**: the job's ``advance`` of its target step (its chord body) blocks at ``point``:
