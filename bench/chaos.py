@@ -145,6 +145,15 @@ def _point(k: Kill) -> str:
     return f"{name} {k.plan.point}"
 
 
+def _one_per_line(data: dict[str, list[dict[str, Any]]]) -> str:
+    """JSON with one wave or kill a line (a third of the indented size)."""
+    parts = [
+        f"{json.dumps(k)}: [\n" + ",\n".join(json.dumps(row, default=str) for row in rows) + "\n]"
+        for k, rows in data.items()
+    ]
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
 def _max(values: Any) -> str:
     known = [v for v in values if v is not None]
     return f"{max(known):.1f}" if known else "- (ended before)"
@@ -232,9 +241,7 @@ def write(
         }
         for db, k in kills
     ]
-    args.out.with_suffix(".json").write_text(
-        json.dumps({"kills": data, "waves": waves}, indent=2, default=str)
-    )
+    args.out.with_suffix(".json").write_text(_one_per_line({"waves": waves, "kills": data}))
     print(f"{passed}/{len(kills)} kills passed; wrote {args.out}")
 
 

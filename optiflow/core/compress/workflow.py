@@ -784,12 +784,9 @@ class CompressWorkflow:
 
 def _regressed(results: StepResults) -> frozenset[str]:
     """The experiments of a step that fail-fast marked: a watched sample failed or errored, or an
-    evaluation was skipped for the experiment's mark. The mark is written only when a watched
-    sample of that experiment failed, so the skip is that failure's witness even when the failing
-    answer itself is not among the results: a step launched again after a crash gets back a
-    cached answer, but not one that errored (errors are never cached) or that a killed worker
-    made and lost; without the witness the gate would see no failure and ask for more runs,
-    which the mark skips again."""
+    evaluation was skipped for the mark, which only such a failure writes: its witness when the
+    failing answer is not among the results (a step launched again after a crash gets back cached
+    answers, never an error); without it the gate would ask for runs the mark skips again."""
     guards = {t.experiment.id: t.guard for t in results.step.targets if t.guard}
     out = set()
     for r in results.evals:
