@@ -66,7 +66,7 @@ bench-optimize-noise: install  ## optimize jobs on the simulated noise mode: pai
 bench-gate: install  ## the paired gate's operating curve on the simulated noise mode (needs the bench extra); writes bench/gate_results.md
 	"$(PY)" -m bench.gate --out bench/gate_results.md
 
-chaos: install  ## kill -9 workers mid-job (20 rounds), then 20 jobs on a flaky provider; writes bench/chaos_results.md, bench/chaos_faults.md
+chaos: install  ## the crash matrix at 3 random kill -9 points per cell and role, SQLite and PostgreSQL, then 20 jobs on a flaky provider; writes bench/chaos_results.md, bench/chaos_faults.md
 	"$(PY)" -m bench.chaos --out bench/chaos_results.md
 
 bench-limits: install  ## the example job against a 1,200 rpm provider, 1/2/4 eval workers, limiter on/off; writes bench/limits_results.md

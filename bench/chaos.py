@@ -1,20 +1,22 @@
-"""``make chaos``: the kill -9 fault round of tests/distributed/test_recovery.py, 20 times, then
-20 jobs on a provider that fails a fifth of the attempts (bench/chaos_faults.md).
+"""``make chaos``: the crash matrix at random kill points, on SQLite and on PostgreSQL, then the
+provider-fault jobs (bench/chaos_faults.py).
 
-Each round starts a control and an eval worker on the real Redis, submits the example's compress
-job (fail-fast off, so every number is deterministic), kills the eval worker (SIGKILL) once a
-random evaluation step is a random fraction done, then the control worker, and starts both
-again. It writes ``bench/chaos_results.md`` (and ``.json``): per round where the kill landed,
-how long recovery took, and whether the report, the evaluation count and the temp tags match an
-undisturbed run (the pure workflow with the same model answers).
+For each database, each document of the matrix (tests/support/chaos_matrix.py) is first run
+undisturbed: its report is the reference and its steps say where each cell's kills may land. Then
+``--kills`` waves per role (tests/support/chaos_wave.py): in each, every cell's job is parked at a
+point drawn at random and the worker of that role is killed with SIGKILL, then replaced:
 
-The provider-fault part runs the same job 20 times on fresh workers, each time on a simulated
-model whose every attempt fails with probability 0.2 (429, 500 or timeout, seeded per job) for
-the evaluations and the compression proposals, with 8 retries (backoff base 0.05 s): each job
-must end with the undisturbed report and no evaluation error. Then the permanent error (401): a
-job whose every call is refused ends failed with the provider's message, and an optimize job whose
-one candidate is refused completes with that trial failed with the message. It writes
-``bench/chaos_faults.md`` (and ``.json``); ``--rounds 0`` runs only this part.
+- eval: one of the cell's steps of its kind (any round), once a random fraction (5-95%) of its
+  evaluations started, with 1 to 3 evaluations in flight;
+- control: one of the cell's steps of its kind, and a random point of the control worker's part in
+  it: ``idle`` (the step's evaluations in flight, the control worker holding nothing of the job),
+  ``entry`` (its ``advance`` before reading the results), ``committed`` (the next action recorded,
+  not launched) or ``launched`` (the next step published, the step's rows not stored).
+
+Every job must end with its document's reference report, as many evaluations (each (experiment,
+sample, run) once) and no temporary tag left. The jobs run the defaults: fail-fast on, the
+ablation on. Writes ``bench/chaos_results.md`` (and ``.json``): one row per cell, role and
+database.
 """
 
 from __future__ import annotations
@@ -27,36 +29,30 @@ import random
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from bench.chaos_faults import provider_faults
 from bench.compress import bench_env
-from optiflow.core.compress.report import OptimizationReport
-from optiflow.core.compress.spec import CompressSpec
 from optiflow.interfaces.client import Client
 from optiflow.jobfile import load_job
 from optiflow.settings import Settings
-from tests.support.chaos import (
-    AUTH_MESSAGE,
-    decisions,
-    optimize_with_a_failing_candidate,
-    run_round,
-    start_workers,
-    with_permanent_error,
-    with_provider_faults,
-)
+from tests.support.chaos_matrix import MATRIX, ROLES, Cell, step_kind
+from tests.support.chaos_wave import Kill, Plan, Reference, run_references, run_wave
 from tests.support.inline import run_inline
-from tests.support.workers import ROOT, WorkerProcess, postgres_database
+from tests.support.workers import ROOT, postgres_database
 
 EXAMPLE = ROOT / "examples" / "support-bot" / "job.yaml"
 STALE_AFTER_S = 3
+POINTS = ("idle", "entry", "committed", "launched")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=20261126)
+    parser.add_argument("--kills", type=int, default=3, help="kills per cell, role and database")
+    parser.add_argument("--seed", type=int, default=20261127)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "chaos_results.md")
     parser.add_argument("--fault-jobs", type=int, default=20)
     parser.add_argument("--fault-rate", type=float, default=0.2)
@@ -64,218 +60,189 @@ def main() -> None:
     parser.add_argument(
         "--postgres",
         default="postgresql+psycopg://postgres@127.0.0.1:5432/test",
-        help="server for the PostgreSQL rounds ('' = SQLite only); rounds alternate SQLite / PostgreSQL",
+        help="server for the PostgreSQL half ('' = SQLite only)",
     )
     args = parser.parse_args()
-
-    model = {"model": "optiflow/sim", "params": {"sim_latency_ms": 5}}
-    spec = load_job(EXAMPLE, overrides={"fail_fast": False, "model": model})
-    expected = run_inline(spec)
     passed = True
-    if args.rounds:
-        passed = kill_rounds(args, spec, expected)
+    if args.kills:
+        passed = matrix(args)
     if args.fault_jobs:
-        passed = provider_faults(args, spec, expected) and passed
+        model = {"model": "optiflow/sim", "params": {"sim_latency_ms": 5}}
+        spec = load_job(EXAMPLE, overrides={"fail_fast": False, "model": model})
+        passed = provider_faults(args, spec, run_inline(spec)) and passed
     sys.exit(0 if passed else 1)
 
 
-def kill_rounds(args: argparse.Namespace, spec: CompressSpec, expected: OptimizationReport) -> bool:
+def draw(rng: random.Random, cell: Cell, role: str, ref: Reference) -> Plan:
+    """A random kill point of ``cell`` for ``role``, among the steps of its kind ``ref`` took."""
+    occurrences = sum(1 for s in ref.steps if step_kind(s) == cell.step)
+    return Plan(
+        role,
+        cell.step,
+        occurrence=rng.randrange(occurrences),
+        after=round(rng.uniform(0.05, 0.95), 2),
+        hold=rng.randint(1, 3),
+        point=rng.choice(POINTS) if role == "control" else "evaluation",
+    )
+
+
+def matrix(args: argparse.Namespace) -> bool:
     rng = random.Random(args.seed)
-    rows = []
-    with (
-        bench_env() as (redis_env, _),
-        tempfile.TemporaryDirectory() as logs,
-        contextlib.ExitStack() as stack,
-    ):
-        base_env = {
+    started = time.monotonic()
+    kills: list[tuple[str, Kill]] = []
+    waves: list[dict[str, Any]] = []
+    with bench_env() as (redis_env, _), contextlib.ExitStack() as stack:
+        base = {
             **redis_env,
             "OPTIFLOW_STALE_AFTER_S": str(STALE_AFTER_S),
-            "OPTIFLOW_RECOVER_INTERVAL_S": "1",
+            "OPTIFLOW_RECOVER_INTERVAL_S": "0.5",
         }
-        databases = {"sqlite": base_env["OPTIFLOW_DATABASE_URL"]}
+        databases = {"sqlite": base["OPTIFLOW_DATABASE_URL"]}
         if args.postgres:
             databases["postgres"] = stack.enter_context(postgres_database(args.postgres))
-        clients = {}
         for db, url in databases.items():
+            env = {**base, "OPTIFLOW_DATABASE_URL": url}
             settings = Settings(
-                redis_url=base_env["OPTIFLOW_REDIS_URL"],
-                key_prefix=base_env["OPTIFLOW_KEY_PREFIX"],
-                home=Path(base_env["OPTIFLOW_HOME"]),
+                redis_url=env["OPTIFLOW_REDIS_URL"],
+                key_prefix=env["OPTIFLOW_KEY_PREFIX"],
+                home=Path(env["OPTIFLOW_HOME"]),
                 database_url=url,
                 stale_after_s=STALE_AFTER_S,
             )
-            clients[db] = stack.enter_context(Client(settings, embedded=False))
-        names = list(databases)
-        workers: list[WorkerProcess] = []
-        for n in range(args.rounds):
-            db = names[n * len(names) // args.rounds]  # half the rounds on each database
-            env = {**base_env, "OPTIFLOW_DATABASE_URL": databases[db]}
-            if n and db != names[(n - 1) * len(names) // args.rounds]:
-                for p in workers:  # the workers of the other database
-                    p.stop()
-                workers = []
-            r, workers = run_round(
-                env, Path(logs), clients[db], spec, rng, eval_steps=expected.stats.steps, n=n, workers=workers
-            )
-            ok = {
-                "same_report": decisions(r.report) == decisions(expected),
-                "each_evaluation_once": r.report.stats.evaluations == expected.stats.evaluations,
-                "no_temp_tag_left": r.temp_tags_left == [],
-            }
-            evaluations = r.report.stats.evaluations
-            rows.append({**asdict(r), "report": None, **ok, "evaluations": evaluations, "database": db})
-            print(
-                f"round {n + 1}/{args.rounds} ({db}): killed at {r.killed_at}; recovered in "
-                f"{r.recovered_s:.1f}s; {'OK' if all(ok.values()) else f'FAILED {ok}'}",
-                flush=True,
-            )
-        for p in workers:
-            p.stop()
-    passed = sum(all(r[k] for k in ("same_report", "each_evaluation_once", "no_temp_tag_left")) for r in rows)
+            logs = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            with Client(settings, embedded=False) as client:
+                docs = sorted({c.doc for c in MATRIX})
+                refs = run_references(env, logs, client, docs, tag=f"{db}-ref")
+                for role in ROLES:
+                    for n in range(args.kills):
+                        plans = [(c, draw(rng, c, role, refs[c.doc])) for c in MATRIX]
+                        tag = f"{db}-{role}-{n + 1}"
+                        wave = run_wave(env, logs, client, plans, tag=tag, refs=refs, timeout=900)
+                        kills += [(db, k) for k in wave.kills]
+                        ok = sum(k.ok for k in wave.kills)
+                        waves.append({"database": db, "role": role, "wave": n + 1, **wave.phases, "ok": ok})
+                        print(
+                            f"{tag}: {ok}/{len(wave.kills)} cells with the reference report "
+                            f"({wave.phases['wall']:.0f}s)",
+                            flush=True,
+                        )
+                        for k in wave.kills:
+                            if not k.ok:
+                                print(
+                                    f"  FAILED {k.name}: {k.observed}; {k.status} {k.error} {k.diff[:3]}",
+                                    flush=True,
+                                )
+    write(args, kills, waves, time.monotonic() - started)
+    return all(k.ok for _, k in kills)
+
+
+def _point(k: Kill) -> str:
+    w = k.where or {}
+    name = w.get("name", "?")
+    if k.plan.role == "eval" or k.plan.point == "idle":
+        point = f"{name} {w.get('started', '?')}/{w.get('total', '?')} started"
+        return point + (" (control idle)" if k.plan.role == "control" else "")
+    return f"{name} {k.plan.point}"
+
+
+def _one_per_line(data: dict[str, list[dict[str, Any]]]) -> str:
+    """JSON with one wave or kill a line (a third of the indented size)."""
+    parts = [
+        f"{json.dumps(k)}: [\n" + ",\n".join(json.dumps(row, default=str) for row in rows) + "\n]"
+        for k, rows in data.items()
+    ]
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+def _max(values: Any) -> str:
+    known = [v for v in values if v is not None]
+    return f"{max(known):.1f}" if known else "- (ended before)"
+
+
+def write(
+    args: argparse.Namespace, kills: list[tuple[str, Kill]], waves: list[dict[str, Any]], wall: float
+) -> None:
+    rows: dict[tuple[str, str, str], list[Kill]] = {}
+    for db, k in kills:
+        rows.setdefault((k.cell.id, k.plan.role, db), []).append(k)
+    passed = sum(k.ok for _, k in kills)
+    points = Counter(k.plan.point for _, k in kills if k.plan.role == "control")
     lines = [
-        "# optiflow chaos: kill -9 workers in the middle of a job",
+        "# optiflow chaos: kill -9 a worker in the middle of every step kind",
         "",
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()}, Python "
-        f"{platform.python_version()} by `make chaos` (`python -m bench.chaos`, seed {args.seed}).",
-        f"Job: `examples/support-bot` compress, fail-fast off, simulated model at 5 ms; eval worker "
-        f"`-P threads -c 8`, control worker prefork 1; OPTIFLOW_STALE_AFTER_S={STALE_AFTER_S}.",
-        "The first half of the rounds keep the jobs database on SQLite, the second on PostgreSQL;",
-        "each round's restarted workers run the next round.",
-        "Each round kills the eval worker (SIGKILL to its process group) once a random evaluation step",
-        "is a random fraction done, then the control worker, and starts both again. Reference: the",
-        f"pure workflow with the same model answers ({expected.stats.evaluations} evaluations, "
-        f"{len(expected.modifications)} accepted, {len(expected.rejected)} rejected).",
+        f"{platform.python_version()} by `make chaos` (`python -m bench.chaos`, seed {args.seed}), "
+        f"in {wall / 60:.0f} minutes.",
+        "Cells: tests/support/chaos_matrix.py (compress: baseline, ablation, candidates and their paired "
+        "rounds, combined, greedy; optimize: baseline, iteration, race rounds, held-out test; measure; "
+        "under each gate where the step occurs). Jobs run the defaults (fail-fast on, the ablation on) "
+        "on the simulated model (5 ms; the paired cells on its seeded noise mode).",
+        f"Each cell, role and database: {args.kills} kills (SIGKILL), each at a point drawn at random "
+        "(tests/support/chaos_wave.py): eval, one of the cell's steps of its kind, once 5-95% of its "
+        "evaluations started, 1-3 of them in flight; control, one of those steps and a point of the "
+        f"control worker's part in it ({', '.join(f'{p} {n}' for p, n in sorted(points.items()))}). "
+        "The killed worker is replaced; the other keeps running. "
+        f"OPTIFLOW_STALE_AFTER_S={STALE_AFTER_S}.",
+        "Reference: each document run undisturbed on the same database. Same report: every decision "
+        "and figure but clock times, how each evaluation was answered (model, cache, fail-fast skip) "
+        "and, under fail-fast, a strict rejection's regression count (a lower bound that depends on "
+        "which evaluations finished before the mark; the counts must agree within it).",
         "",
-        f"**{passed}/{len(rows)} rounds** ended with the reference report, every evaluation counted once "
+        f"**{passed}/{len(kills)} kills** ended with the reference report, every evaluation counted once "
         "and no temporary tag left.",
         "",
-        "| round | database | killed at | recovered in s | wall s | evaluations | same report | each once | no temp tag |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| job | step | gate | role killed | database | kill points | same report | each once | no temp tag "
+        "| kill to end s (max) | wall s (max) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for i, r in enumerate(rows, 1):
+    for (_, role, db), ks in rows.items():
+        c = ks[0].cell
+        n = len(ks)
         lines.append(
-            f"| {i} | {r['database']} | {r['killed_at']} | {r['recovered_s']:.1f} | {r['wall_s']:.1f} | {r['evaluations']} | "
-            f"{r['same_report']} | {r['each_evaluation_once']} | {r['no_temp_tag_left']} |"
-        )
-    args.out.write_text("\n".join(lines) + "\n")
-    args.out.with_suffix(".json").write_text(json.dumps(rows, indent=2, default=str))
-    print(f"{passed}/{len(rows)} rounds passed; wrote {args.out}")
-    return passed == len(rows)
-
-
-RETRY_LINE = "model call to "
-
-
-def _retries(logs: list[Path]) -> int:
-    return sum(p.read_text(errors="replace").count(RETRY_LINE) for p in logs if p.exists())
-
-
-def provider_faults(args: argparse.Namespace, spec: CompressSpec, expected: OptimizationReport) -> bool:
-    rows: list[dict[str, object]] = []
-    permanent: dict[str, object] = {}
-    with bench_env() as (redis_env, _), tempfile.TemporaryDirectory() as logs:
-        env = {**redis_env, "OPTIFLOW_RETRY_BACKOFF_S": "0.05"}
-        settings = Settings(
-            redis_url=env["OPTIFLOW_REDIS_URL"],
-            key_prefix=env["OPTIFLOW_KEY_PREFIX"],
-            home=Path(env["OPTIFLOW_HOME"]),
-            database_url=env["OPTIFLOW_DATABASE_URL"],
-        )
-        workers = start_workers(env, Path(logs), "faults", concurrency=8)
-        eval_log = [Path(logs) / "eval-faults.log"]
-        try:
-            with Client(settings, embedded=False) as client:
-                for n in range(args.fault_jobs):
-                    seed = args.seed + n
-                    faulty = with_provider_faults(spec, rate=args.fault_rate, seed=seed)
-                    before = _retries(eval_log)
-                    started = time.monotonic()
-                    result = client.submit(faulty).wait(timeout=600)
-                    wall = time.monotonic() - started
-                    retries = _retries(eval_log) - before
-                    report = result.report
-                    ok = {
-                        "completed": result.ok,
-                        "same_report": isinstance(report, OptimizationReport)
-                        and decisions(report) == decisions(expected),
-                        "no_error": isinstance(report, OptimizationReport) and report.stats.errors == 0,
-                    }
-                    calls = (
-                        report.stats.model_calls + report.stats.proposal_calls
-                        if isinstance(report, OptimizationReport)
-                        else 0
-                    )
-                    rows.append(
-                        {"job": n + 1, "seed": seed, "wall_s": wall, "calls": calls, "retries": retries, **ok}
-                    )
-                    share = retries / (calls + retries) if calls + retries else 0.0
-                    print(
-                        f"fault job {n + 1}/{args.fault_jobs}: {calls} calls, {retries} failed attempts retried "
-                        f"({share:.1%}), {wall:.1f}s; {'OK' if all(ok.values()) else f'FAILED {ok} {result.error}'}",
-                        flush=True,
-                    )
-                refused = client.submit(with_permanent_error(spec)).wait(timeout=300)
-                permanent["job_status"] = refused.status
-                permanent["job_error"] = refused.error
-                permanent["job_ok"] = refused.status == "failed" and AUTH_MESSAGE in (refused.error or "")
-                opt = client.submit(optimize_with_a_failing_candidate(spec)).wait(timeout=300)
-                trials = list(getattr(opt.report, "trials", ()))
-                failed = [t for t in trials if t.status == "failed"]
-                permanent["optimize_status"] = opt.status
-                permanent["trials"] = [(t.candidate_id, t.status, t.error) for t in trials]
-                permanent["trial_ok"] = (
-                    opt.ok and bool(failed) and all(AUTH_MESSAGE in (t.error or "") for t in failed)
-                )
-        finally:
-            for p in workers:
-                p.stop()
-    passed = sum(all(r[k] for k in ("completed", "same_report", "no_error")) for r in rows)
-    calls = sum(int(r["calls"]) for r in rows)  # type: ignore[call-overload]
-    retries = sum(int(r["retries"]) for r in rows)  # type: ignore[call-overload]
-    lines = [
-        "# optiflow chaos: a flaky and a refusing model provider",
-        "",
-        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()}, Python "
-        f"{platform.python_version()} by `make chaos` (`python -m bench.chaos`, seed {args.seed}).",
-        f"Job: `examples/support-bot` compress, fail-fast off, simulated model at 5 ms; every attempt "
-        f"of every model call (evaluations and compression proposals) fails with probability "
-        f"{args.fault_rate:g} with a transient error (429, 500 or timeout, seeded per job), retried up "
-        "to 8 times with backoff (base 0.05 s). Workers: eval `-P threads -c 8`, control prefork 1, "
-        "on Redis and SQLite. Reference: the pure workflow with the undisturbed model "
-        f"({expected.stats.evaluations} evaluations, {len(expected.modifications)} accepted, "
-        f"{len(expected.rejected)} rejected).",
-        "",
-        f"**{passed}/{len(rows)} jobs** ended with the undisturbed report and no evaluation error; "
-        f"{retries} failed attempts were retried over {calls} model calls "
-        f"({retries / (calls + retries) if calls + retries else 0:.1%} of the attempts).",
-        "",
-        "| job | seed | model calls | failed attempts retried | share of attempts | wall s | completed | same report | no error |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in rows:
-        c, t = int(r["calls"]), int(r["retries"])  # type: ignore[call-overload]
-        lines.append(
-            f"| {r['job']} | {r['seed']} | {c} | {t} | {t / (c + t) if c + t else 0:.1%} | {r['wall_s']:.1f} | "
-            f"{r['completed']} | {r['same_report']} | {r['no_error']} |"
+            f"| {c.job} | {c.step} | {c.gate} | {role} | {db} | {'; '.join(_point(k) for k in ks)} | "
+            f"{sum(k.same_report for k in ks)}/{n} | {sum(k.each_once for k in ks)}/{n} | "
+            f"{sum(k.no_temp_tag for k in ks)}/{n} | {_max(k.recovered_s for k in ks)} | "
+            f"{max(k.wall_s for k in ks):.1f} |"
         )
     lines += [
         "",
-        "## Permanent errors",
+        "## Waves",
         "",
-        f"- A job whose every call is refused (401, not retried) ends `{permanent.get('job_status')}`: "
-        f"`{permanent.get('job_error')}` ({'OK' if permanent.get('job_ok') else 'FAILED'}).",
-        f"- An optimize job (grid over `sim_error_rate` 0 / 1 with `sim_error: auth`) ends "
-        f"`{permanent.get('optimize_status')}` with its trials "
-        + "; ".join(f"`{c}` {s}" + (f" (`{e}`)" if e else "") for c, s, e in permanent.get("trials", []))  # type: ignore[attr-defined]
-        + f" ({'OK' if permanent.get('trial_ok') else 'FAILED'}).",
-        "",
+        "| database | role | wave | workers ready s | parked s | wall s | cells ok |",
     ]
-    args.faults_out.write_text("\n".join(lines))
-    args.faults_out.with_suffix(".json").write_text(
-        json.dumps({"jobs": rows, "permanent": permanent}, indent=2, default=str)
-    )
-    print(f"{passed}/{len(rows)} fault jobs passed; wrote {args.faults_out}")
-    return passed == len(rows) and bool(permanent.get("job_ok")) and bool(permanent.get("trial_ok"))
+    lines += ["| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        f"| {w['database']} | {w['role']} | {w['wave']} | {w['workers_ready']:.0f} | {w['parked']:.0f} | "
+        f"{w['wall']:.0f} | {w['ok']} |"
+        for w in waves
+    ]
+    args.out.write_text("\n".join(lines) + "\n")
+    data = [
+        {
+            "cell": k.cell.id,
+            "job": k.cell.job,
+            "step": k.cell.step,
+            "gate": k.cell.gate,
+            "document": k.cell.doc,
+            "role": k.plan.role,
+            "database": db,
+            "plan": k.plan.__dict__,
+            "parked": k.where,
+            "observed": k.observed,
+            "resumed": k.resumed,
+            "status": k.status,
+            "error": k.error,
+            "same_report": k.same_report,
+            "each_once": k.each_once,
+            "no_temp_tag": k.no_temp_tag,
+            "diff": k.diff,
+            "recovered_s": None if k.recovered_s is None else round(k.recovered_s, 2),
+            "wall_s": round(k.wall_s, 2),
+        }
+        for db, k in kills
+    ]
+    args.out.with_suffix(".json").write_text(_one_per_line({"waves": waves, "kills": data}))
+    print(f"{passed}/{len(kills)} kills passed; wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ restart without persistence) is resumed by launching its pending action again:
 
 - a queued job gets its ``start`` again (``start`` is a no-op once the job left ``queued``);
 - a step is launched again as a new chord: evaluations that finished before come from the eval
-  cache, fail-fast marks still hold, and if the old chord completes after all, its ``advance``
-  is ignored by the step-index compare-and-set, so no sample is counted twice;
+  cache, fail-fast marks still hold (they skip the evaluations not made yet; the one that set a
+  mark answers from the cache, and a skip for a mark is the workflow's witness of that
+  regression when the answer was not cached), and if the old chord completes after all, its
+  ``advance`` is ignored by the step-index compare-and-set, so no sample is counted twice;
 - a pending ``Finish`` / ``Fail`` is sent again (both end the job once).
 
 A job is *stalled* when neither its row (every ``advance``) nor its progress (every evaluation)

@@ -7,6 +7,13 @@ re-run step then cost no model call.
 
 Signals: a candidate that regressed once is marked so its remaining evaluations are skipped
 (fail-fast); a cancelled or finished job is marked so all of its pending evaluations are skipped.
+A mark skips a *model call*, never an answer already made: :meth:`JobScratch.lookup` returns a
+cached result before it reads the regression mark. A step launched again after a crash (its
+first chord lost with a killed worker, see ``optiflow.distributed.recovery``) then gets back the
+evaluation whose failure set the mark; were the mark read first, every evaluation of that
+candidate would come back ``skipped``, the step's results would hold no failure, and the gate
+would see a candidate with no run at all and ask for another round, skipped again by the mark,
+until the job's step bound.
 
 Progress: the running step's evaluations done / total and the time of the last one (``beat``):
 what ``optiflow watch`` draws, and the heartbeat by which recovery finds a stalled job.
@@ -66,8 +73,10 @@ class JobScratch(Protocol):
     def lookup(
         self, job_id: str, experiment_id: str, key: str, budget: JobBudget | None = None
     ) -> tuple[Skip, EvalResult | None]:
-        """Why an evaluation should not call the model (cancelled, regressed), else its cached
-        result if any, else ``budget_exhausted`` when the job's spend has reached ``budget``."""
+        """``cancelled`` for a cancelled (or ended) job; else the cached result, if any (whatever
+        marks came since: a mark stops model calls, not answers already made); else why the
+        evaluation should not call the model: ``regressed`` (its experiment's fail-fast mark), or
+        ``budget_exhausted`` when the job's spend has reached ``budget``."""
         ...
 
     def record(
@@ -192,10 +201,10 @@ class RedisJobScratch:
         cancelled, regressed, cached, *spent = self.client.mget(names)
         if cancelled is not None:
             return "cancelled", None
-        if regressed is not None:
-            return "regressed", None
         if cached is not None:
             return None, EvalResult.model_validate_json(cached)
+        if regressed is not None:
+            return "regressed", None
         if budget is not None and budget.exhausted_by(float(spent[0] or 0), int(spent[1] or 0)):
             return BUDGET_EXHAUSTED, None
         return None, None
@@ -366,11 +375,11 @@ class MemoryJobScratch:
         with self._lock:
             if job_id in self._cancelled:
                 return "cancelled", None
-            if (job_id, experiment_id) in self._regressed:
-                return "regressed", None
             cached = self._cache.get((job_id, key))
             if cached is not None:
                 return None, cached
+            if (job_id, experiment_id) in self._regressed:
+                return "regressed", None
             spent = self._spend.get(job_id, Spend())
             if budget is not None and budget.exhausted_by(spent.cost_usd, spent.tokens):
                 return BUDGET_EXHAUSTED, None

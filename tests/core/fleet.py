@@ -81,10 +81,10 @@ class Fleet:
             bodies[ov.path] = ov.body
         key = (tuple(sorted(bodies.items())), sid, run)
         guarded = target.guard is not None and sid in target.guard
-        if eid in self.marks:
+        hit = self.cache.get(key)  # scratch.lookup: an answer already made, before any mark
+        if hit is None and eid in self.marks:
             skipped = EvalResult(experiment_id=eid, sample_id=sid, run=run, skipped=True, reason="regressed")
             return skipped, Record(eid, None, None, regressed=False)
-        hit = self.cache.get(key)
         if hit is not None:
             result = hit.model_copy(update={"experiment_id": eid, "run": run, "cached": True})
             fresh = None

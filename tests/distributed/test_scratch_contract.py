@@ -53,6 +53,13 @@ def test_regression_skips_that_experiment_only(scratch: JobScratch) -> None:
     assert scratch.lookup("other", "e1", "k2") == (None, None)
 
 
+def test_a_mark_skips_model_calls_not_answers_already_made(scratch: JobScratch) -> None:
+    """A step launched again after a crash gets back the answer that set its candidate's mark."""
+    scratch.record("j", "e1", "k1", RESULT, regressed=True)
+    assert scratch.lookup("j", "e1", "k1") == (None, RESULT.compact())
+    assert scratch.lookup("j", "e1", "k2") == ("regressed", None)
+
+
 def test_cancel_skips_every_experiment_even_cached(scratch: JobScratch) -> None:
     scratch.record("j", "e1", "k", RESULT, regressed=False)
     assert not scratch.cancelled("j")

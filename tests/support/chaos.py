@@ -1,11 +1,13 @@
-"""The fault scenarios of ``make chaos`` and their tests: kill -9 workers in the middle of a job,
-and a model provider that fails (transient errors to retry, permanent ones to report).
+"""Fault scenarios shared by tests and ``make chaos``: a kill -9 round (tests/distributed/
+test_rabbitmq.py), and a model provider that fails (transient errors to retry, permanent ones to
+report; bench/chaos_faults.py).
 
 One round: a control and an eval worker run a compress job; once a random step is a random
 fraction done, the eval worker is killed with SIGKILL, then the control worker; both are started
 again. The control worker finds the stalled job (``optiflow.distributed.recovery``) and launches
 its pending step again; the job must end with the same report as an undisturbed run, with every
-(experiment, sample, run) counted once and no temporary tag left.
+(experiment, sample, run) counted once and no temporary tag left. The crash matrix (every step
+kind, each worker role killed separately) is tests/support/chaos_matrix.py and chaos_wave.py.
 """
 
 from __future__ import annotations

@@ -74,6 +74,8 @@ from optiflow.core.workflow import (
 )
 
 BASELINE = "baseline"
+FAIL_FAST_SKIP = "regressed"
+"""The skip reason of an evaluation fail-fast's mark stopped (``optiflow.distributed.scratch``)."""
 
 
 def path_hash(path: SectionPath) -> str:
@@ -781,12 +783,19 @@ class CompressWorkflow:
 
 
 def _regressed(results: StepResults) -> frozenset[str]:
-    """The experiments of a step that fail-fast marked: a watched sample failed or errored."""
+    """The experiments of a step that fail-fast marked: a watched sample failed or errored, or an
+    evaluation was skipped for the mark, which only such a failure writes: its witness when the
+    failing answer is not among the results (a step launched again after a crash gets back cached
+    answers, never an error); without it the gate would ask for runs the mark skips again."""
     guards = {t.experiment.id: t.guard for t in results.step.targets if t.guard}
     out = set()
     for r in results.evals:
         guard = guards.get(r.experiment_id)
-        if guard and r.sample_id in guard and not r.skipped and not (r.success and r.passed):
+        if not guard:
+            continue
+        witness = r.skipped and r.reason == FAIL_FAST_SKIP
+        failed = r.sample_id in guard and not r.skipped and not (r.success and r.passed)
+        if witness or failed:
             out.add(r.experiment_id)
     return frozenset(out)
 
