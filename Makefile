@@ -8,7 +8,7 @@ UV_VERSION ?= 0.13.9
 EXTRAS ?= --extra dev
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install uv demo test test-fast lint typecheck check check-deep bench bench-gate bench-optimize-noise chaos bench-limits bench-budget bench-memory format clean lock
+.PHONY: install uv demo test test-fast lint typecheck check check-deep bench bench-drift bench-gate bench-optimize-noise chaos bench-limits bench-budget bench-memory format clean lock
 
 uv:  ## uv itself, in its own small venv when the machine has none
 	@command -v uv >/dev/null 2>&1 || test -x $(VENV)-uv/bin/uv \
@@ -53,6 +53,9 @@ bench:  ## compress-job throughput vs a bare Celery chord; writes bench/results.
 
 bench-optimize-noise:  ## optimize jobs on the simulated noise mode: paired selection vs today's rule (PNG with the bench extra); writes bench/optimize_noise.md
 	$(PY) -m bench.optimize_noise --out bench/optimize_noise.md
+
+bench-drift:  ## the nightly drift check over simulated years (false alarms, nights to detect, naive rules) + one end-to-end run; writes bench/drift_results.md
+	$(PY) -m bench.drift --out bench/drift_results.md
 
 bench-gate:  ## the paired gate's operating curve on the simulated noise mode (needs the bench extra); writes bench/gate_results.md
 	$(PY) -m bench.gate --out bench/gate_results.md

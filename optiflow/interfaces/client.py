@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING, Any
 from optiflow.admission import admit
 from optiflow.core import kinds
 from optiflow.core.compress.spec import CompressSpec
+from optiflow.core.drift.spec import REFERENCE_RUNS
 from optiflow.core.experiment import TEMP_TAG_PREFIX
 from optiflow.core.kinds import AnySpec, parse_spec
+from optiflow.core.measure.spec import MeasureSpec
 from optiflow.core.overrides import STABLE, Applied, check_tag
 from optiflow.core.policy import ModelPolicy, PolicyError
 from optiflow.core.progress import run_finished, status_changed
@@ -122,6 +124,8 @@ class Client:
         self.runtime: Runtime = runtime_of(self.app)
         self._worker: EmbeddedWorker | None = None
         self._embedded_jobs: list[str] = []
+        self.reference_jobs: list[JobHandle] = []
+        """The reference measures the last :meth:`apply` queued."""
 
     @classmethod
     def from_env(cls) -> Client:
@@ -165,7 +169,7 @@ class Client:
                     f"this server's policy refuses ({exc.field}: {exc.message})",
                     field=field,
                 ) from None
-        spec = snapshot
+        spec = self._drift_prepared(snapshot)
         admit(spec, self.settings)  # everything a job needs, checked before anything is written
         job_id = uuid.uuid4().hex
         created = self.runtime.jobs.create(
@@ -236,7 +240,7 @@ class Client:
         spec = parse_spec(self.runtime.jobs.get(result.job_id).spec)
         store = self.runtime.store
         store.put_prompt(spec.prompt)
-        return store.apply(
+        applied = store.apply(
             spec.prompt.descriptor(),
             changes.sections,
             tag=check_tag(tag),
@@ -244,6 +248,53 @@ class Client:
             description=description or changes.description,
             model_params=changes.model_params or None,
         )
+        self.measure_reference(spec, applied, tag)
+        return applied
+
+    # -- drift references -----------------------------------------------------------------------
+    reference_runs: int = REFERENCE_RUNS
+    """Runs of the reference measure an apply records (0: none)."""
+
+    def measure_reference(self, job_spec: AnySpec, applied: Applied | None, tag: str) -> list[JobHandle]:
+        """After an apply wrote a version: measure the tag as accepted, as the drift reference of
+        each measure configuration compared with it (:func:`optiflow.distributed.drift.
+        reference_specs`). The jobs are queued (:attr:`reference_jobs`); on the embedded default
+        they run here, so this waits for them (an embedded job cannot outlive its process)."""
+        self.reference_jobs = []
+        if applied is None or applied.unchanged or applied.version is None or not self.reference_runs:
+            return []
+        from optiflow.distributed import drift
+
+        v = applied.version
+        note = f"applied {v.ns}/{v.key} {v.tag} {v.version}"
+        try:  # the apply is written and stands: a reference that cannot be measured is only logged
+            for spec in drift.reference_specs(
+                self.runtime, job_spec, tag, runs=self.reference_runs, note=note
+            ):
+                self.reference_jobs.append(self.submit(spec))
+            if self.runtime.embedded:
+                for job in self.reference_jobs:
+                    job.wait(self.settings.job_timeout_s)
+        except Exception:
+            log.warning("the reference of %s was not measured", note, exc_info=True)
+        return self.reference_jobs
+
+    def set_reference(self, spec: MeasureSpec, *, runs: int | None = None, note: str = "") -> JobHandle:
+        """Measure ``spec``'s tag as the drift reference from now on (``optiflow measure
+        --set-reference``): ``runs`` default :data:`REFERENCE_RUNS`."""
+        drift = spec.drift.model_copy(
+            update={
+                "set_reference": True,
+                "against": "reference",
+                "note": note or "set by measure --set-reference",
+            }
+        )
+        return self.submit(spec.model_copy(update={"drift": drift, "runs": runs or REFERENCE_RUNS}))
+
+    def _drift_prepared(self, spec: AnySpec) -> AnySpec:
+        from optiflow.distributed import drift
+
+        return drift.prepare(self.runtime, spec)
 
     # -- internals ----------------------------------------------------------------------------
     def _end_unfinished_embedded_jobs(self) -> None:

@@ -250,6 +250,23 @@ _MEASURE_POINT = {
             "type": ["string", "null"],
             "description": "the measured prompt's short hash: it differs after the prompt changed",
         },
+        "drift": {
+            "type": ["object", "null"],
+            "description": "the comparison with the drift reference: status reference / compared / off, "
+            "tonight's change against the reference with its 95% interval, whether a drop is shown",
+            "properties": {
+                "status": {"type": "string"},
+                "reference_id": {"type": ["string", "null"]},
+                "night": {"type": ["integer", "null"]},
+                "estimate": _NUMBER_OR_NULL,
+                "low": _NUMBER_OR_NULL,
+                "high": _NUMBER_OR_NULL,
+                "shown": {"type": ["string", "null"]},
+                "first_shown": {"type": ["integer", "null"]},
+                "drop_shown": {"type": "boolean"},
+                "headline": {"type": "string"},
+            },
+        },
     },
 }
 
