@@ -9,6 +9,10 @@ interval's lower bound is under a required rate.
 
 A job whose budget ran out during the step reports over the evaluations that were made (its
 ``budget`` says so, and how many were skipped); with none made, it fails.
+
+The document keeps each sample's outcomes in run order (``outcomes``), and its runs start at
+``drift.first_run`` (a measure compared with a drift reference continues the reference's run
+indices); the comparison itself is made when the job ends (:mod:`optiflow.distributed.drift`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """``optiflow replay FILE|JOB_ID``: re-decide a recorded optimize run and list every decision that
 differs. The run is a history file (``submit`` writes one under ``optimizations/``), or a finished
-optimize job in the jobs database: its stored report is the same history."""
+optimize job in the jobs database: its stored report is the same history. A measure's drift
+history (``measurements/...yaml``, or a measure job's id) replays its nights the same way
+(:mod:`optiflow.core.drift.replay`)."""
 
 from __future__ import annotations
 

@@ -144,7 +144,11 @@ _JOB_SUMMARY = {
             "description": "what the finished job found, in a few words; bad: its report fails its caller",
             "type": ["object", "null"],
             "required": ["text", "bad"],
-            "properties": {"text": {"type": "string"}, "bad": {"type": "boolean"}},
+            "properties": {
+                "text": {"type": "string"},
+                "bad": {"type": "boolean"},
+                "badge": {"type": "string", "description": "what a bad one shows: below floor, drift shown"},
+            },
         },
     },
 }

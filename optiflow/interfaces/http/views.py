@@ -475,8 +475,10 @@ def outcome(rec: JobRecord) -> dict[str, Any] | None:
             text += f" · lower bound {lower:.1%} {'under' if bad else 'above'} the floor {floor:.1%}"
         drift = drift_view(report.get("drift"))
         if drift is not None and drift["drop_shown"]:
-            text += f" · drift shown: {drift['estimate']:+.1%} against the reference"
-            bad = True
+            from optiflow.core.drift.output import pts
+
+            text += f" · drift shown: {pts(drift['estimate'])} against the reference"
+            return {"text": text, "bad": True, "badge": "below floor" if bad else "drift shown"}
         return {"text": text, "bad": bad}
     return None
 

@@ -146,17 +146,18 @@ async function refreshJobs() {
   }
 }
 
-// A completed measure job whose pass rate fell under its floor (exit 3) is not shown as a green
-// "completed": it says "below floor", in red, in the list and in the job's badge.
-const BELOW = "below floor";
-function shownStatus(status, bad) {
-  return status === "completed" && bad ? BELOW : status;
+// A completed measure job whose pass rate fell under its floor (exit 3), or that shows a drop
+// since its drift reference (exit 4), is not shown as a green "completed": it says "below floor"
+// or "drift shown", in red, in the list and in the job's badge.
+const BELOW = "below floor", DRIFTED = "drift shown";
+function shownStatus(status, bad, badge) {
+  return status === "completed" && bad ? badge || BELOW : status;
 }
-const pillClass = (status) => (status === BELOW ? "failed below-floor" : status);
+const pillClass = (status) => (status === BELOW || status === DRIFTED ? "failed below-floor" : status);
 
 function jobItem(job) {
   const o = job.outcome;
-  const status = shownStatus(job.status, o && o.bad);
+  const status = shownStatus(job.status, o && o.bad, o && o.badge);
   return h("li", { class: job.id === S.id ? "sel" : "", "data-id": job.id, "data-status": status,
                    onclick: () => select(job.id) },
     h("span", { class: "name", text: job.name || job.id }),
@@ -429,9 +430,11 @@ function renderHead() {
   const job = S.job;
   const raw = S.status || (job && job.status) || "…";
   const m = S.report && S.report.kind === "measure" ? S.report : null;
-  const status = shownStatus(raw, !!(m && typeof m.fail_below === "number" && m.wilson.lower < m.fail_below));
+  const below = !!(m && typeof m.fail_below === "number" && m.wilson.lower < m.fail_below);
+  const drifted = !!(m && m.drift && m.drift.evidence && m.drift.evidence.first_shown);
+  const status = shownStatus(raw, below || drifted, below ? BELOW : drifted ? DRIFTED : null);
   $("title").textContent = job ? (job.name || job.id) : `job ${S.id || ""}`;
-  $("status").textContent = status === BELOW ? `${BELOW} (exit 3)` : status;
+  $("status").textContent = status === BELOW ? `${BELOW} (exit 3)` : status === DRIFTED ? `${DRIFTED} (exit 4)` : status;
   $("status").className = `pill ${pillClass(status)}`;
   $("status").dataset.status = raw;
   $("cancel").hidden = !(raw === "queued" || raw === "running");
@@ -1098,21 +1101,20 @@ function renderDrift(points, X, W) {
     svg.append(s("line", { class: "tick", x1: L, x2: W - R, y1: Y(v), y2: Y(v) }),
                s("text", { class: "ytick", x: L - 6, y: Y(v) + 4, "text-anchor": "end", text: signedPct(v).replace(".0%", "%") }));
   }
-  svg.append(s("line", { class: "zero", x1: L, x2: W - R, y1: Y(0), y2: Y(0), style: "stroke: var(--mute)" }),
+  svg.append(s("line", { class: "zero", x1: L, x2: W - R, y1: Y(0), y2: Y(0) }),
              s("text", { x: L + 6, y: T - 6, text: "tonight against the reference, 95% interval" }));
   const first = shown.find(({ p }) => p.drift.night === p.drift.first_shown) || shown[0];
   if (first) {
     const x = X(first.k);
-    svg.append(s("line", { class: "drift-shown", x1: x, x2: x, y1: T, y2: H - B, style: "stroke: var(--bad); stroke-width: 1.5" }),
-               s("text", { class: "drift-label", x: Math.min(x + 4, W - R - 60), y: H - 4, style: "fill: var(--bad)",
+    const right = x > W / 2;  // the label on the side with room
+    svg.append(s("line", { class: "drift-shown", x1: x, x2: x, y1: T, y2: H - B }),
+               s("text", { class: "drift-label", x: right ? x - 4 : x + 4, y: H - 4, "text-anchor": right ? "end" : "start",
                            text: `drift shown (night ${first.p.drift.first_shown})` }));
   }
   for (const { p, k } of nights) {
     const d = p.drift, x = X(k), bad = d.drop_shown;
-    svg.append(s("line", { class: "interval", x1: x, x2: x, y1: Y(d.high), y2: Y(d.low),
-                           style: `stroke: ${bad ? "var(--bad)" : "var(--run)"}; stroke-width: 2` }),
-      s("circle", { class: `night${bad ? " shown" : ""}`, cx: x, cy: Y(d.estimate), r: 3.5,
-                    style: `fill: ${bad ? "var(--bad)" : "var(--run)"}` },
+    svg.append(s("line", { class: `interval${bad ? " shown" : ""}`, x1: x, x2: x, y1: Y(d.high), y2: Y(d.low) }),
+      s("circle", { class: `night${bad ? " shown" : ""}`, cx: x, cy: Y(d.estimate), r: 3.5 },
         s("title", { text: `night ${d.night}: ${signedPct(d.estimate)} [${signedPct(d.low)}, ${signedPct(d.high)}]` +
                            `${bad ? ` · drift shown on night ${d.first_shown}` : ""}` })));
   }
@@ -1175,10 +1177,9 @@ function renderHistory() {
   const refs = points.map((p, k) => ({ p, k })).filter(({ p }) => p.drift && p.drift.status === "reference");
   for (const { p, k } of refs) {
     const x = X(k), y = Y(p.pass_rate);
-    svg.append(s("rect", { class: "reference", x: x - 6, y: y - 6, width: 12, height: 12, transform: `rotate(45 ${x} ${y})`,
-                           style: "fill: none; stroke: var(--ok); stroke-width: 2" },
+    svg.append(s("rect", { class: "reference", x: x - 6, y: y - 6, width: 12, height: 12, transform: `rotate(45 ${x} ${y})` },
       s("title", { text: `drift reference: ${p.drift.headline}` })),
-      s("text", { class: "reference-label", x, y: y - 10, "text-anchor": "middle", style: "fill: var(--ok)", text: "reference" }));
+      s("text", { class: "reference-label", x, y: y - 10, "text-anchor": k === 0 ? "start" : "middle", text: "reference" }));
   }
   box.dataset.references = String(refs.length);
   const first = new Date(points[0].measured_at), lastAt = new Date(points[n - 1].measured_at);
