@@ -259,7 +259,11 @@ class Client:
         """After an apply wrote a version: measure the tag as accepted, as the drift reference of
         each measure configuration compared with it (:func:`optiflow.distributed.drift.
         reference_specs`). The jobs are queued (:attr:`reference_jobs`); on the embedded default
-        they run here, so this waits for them (an embedded job cannot outlive its process)."""
+        they run here, so this waits for them (an embedded job cannot outlive its process).
+
+        A fresh measure, not the runs the applied job made of this state: those were selected for
+        looking good (the winner's curse), so a reference drawn from them would be lucky by
+        construction and every later night would look like a drop."""
         self.reference_jobs = []
         if applied is None or applied.unchanged or applied.version is None or not self.reference_runs:
             return []
