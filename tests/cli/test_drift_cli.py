@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,13 @@ def test_an_apply_records_the_reference_the_next_measure_compares_with(
     rc, out, err = cli("measure", str(measure))  # the prompt as applied, compared with its reference
     assert rc == 0, err
     assert "no drift shown" in out and "night 1:" in out, out
+
+
+def test_measure_refuses_what_is_not_a_measure_job_and_writes_nothing(cli: Cli, home: Path) -> None:
+    rc, out, err = cli("measure", str(EXAMPLE / "job.yaml"))
+    assert (rc, out) == (2, "") and "`optiflow measure` runs measure jobs" in err, err
+    rc, out, err = cli("measure", str(EXAMPLE / "measure.yaml"), "--runs", "0")
+    assert rc == 2 and "--runs" in err
+    if (home / "optiflow.db").exists():
+        with sqlite3.connect(home / "optiflow.db") as db:
+            assert list(db.execute("select id from optiflow_jobs")) == []

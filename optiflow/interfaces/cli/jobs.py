@@ -256,6 +256,7 @@ def run_submit(
     on_result: Callable[[OptimizeResult], None] | None = None,
     set_reference: bool = False,
     runs: int | None = None,
+    measure_only: bool = False,
 ) -> None:
     """``optiflow submit``: OptiflowError for refused input, SystemExit(1, 3 or 4) as documented
     there. ``on_submitted(job_id)`` is called once the job is enqueued (an error after it is not
@@ -283,6 +284,11 @@ def run_submit(
             spec = spec.model_copy(update={"fail_below": fail_below})
         if apply_ and spec.kind == "measure":
             raise ValidationError("a measure job changes nothing: nothing to apply", field="--apply")
+        if measure_only and spec.kind != "measure":
+            raise ValidationError(
+                f"a {spec.kind} job: `optiflow measure` runs measure jobs (`optiflow submit`: the others)",
+                field=str(job_file),
+            )
         if set_reference or runs is not None:
             from optiflow.core.measure.spec import MeasureSpec
 

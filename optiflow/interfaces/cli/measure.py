@@ -68,6 +68,7 @@ def measure(
         history_dir=history_dir,
         set_reference=set_reference,
         runs=runs,
+        measure_only=True,
     )
 
 
