@@ -120,8 +120,11 @@ def _tables(
     )
     rate = (ks + 0.5) / (total + 1.0)
     shifts = []
-    for multiple, _ in SHIFTS:
-        drop = np.minimum(margin * multiple, rate / 2.0)
+    for how, multiple, _ in SHIFTS:
+        if how == "points":
+            drop = np.minimum(margin * multiple, rate / 2.0)
+        else:
+            drop = rate * min(0.5, margin * multiple)
         theta = np.log(rate / (1 - rate)) - np.log((rate - drop) / (1 - rate + drop))
         shifts.append((theta, _logsumexp(lp - theta[:, None] * x, axis=-1)))
     return shifts, _logsumexp(lp - BROKEN_THETA * x, axis=-1)
@@ -133,7 +136,7 @@ def _window_log_e(w_pass: np.ndarray, k_pass: np.ndarray, total: int, m: int, ma
     at = at.reshape(k_pass.shape)
     shifts, log_b = _tables(total, m, margin, ks)
     parts = []
-    for (theta, log_m), (_, weight) in zip(shifts, SHIFTS, strict=True):
+    for (theta, log_m), (_, _, weight) in zip(shifts, SHIFTS, strict=True):
         parts.append(math.log(weight) + (-theta[at] * w_pass - log_m[at]).sum(-1))
     broken_one = -BROKEN_THETA * w_pass - log_b[at]
     keep, share = math.log1p(-BROKEN_SHARE), math.log(BROKEN_SHARE)
@@ -192,18 +195,27 @@ def oracle_power(
     years: int,
     levels: dict[str, float],
     rng: np.random.Generator,
+    draws: int = 400,
 ) -> dict[str, float]:
-    """How often an oracle's evidence reaches ``1 / level`` after ``nights`` nights of a drop: its
-    e-value is the likelihood ratio of the nights' runs under the true rates after the drop against
-    the true rates before (it knows every sample's rate, the drop pattern and the night). At level
-    ``alpha_k`` this is what the detector's spending allows at best: its unknown rates, pattern and
-    night can only lose evidence against this."""
+    """The power of the best possible test of the ``nights`` nights after a drop at each level: the
+    Neyman-Pearson test of the true rates after the drop against the true rates before, for an
+    oracle that knows every sample's rate, the drop's pattern and its night. Its threshold at level
+    ``a`` is set per year by importance sampling from the alternative (``P0(LLR >= t) =
+    E1[exp(-LLR); LLR >= t]``, accurate far into the tail). A detector whose false-alarm chance on
+    that night is at most ``a`` (with this spending: ``alpha_k``) cannot be more powerful."""
     p = draw_rates(dist, years, n, rng)
     q = dropped(p, drop, model)
     tiny = 1e-300
     a = np.log(np.clip(q, tiny, 1)) - np.log(np.clip(p, tiny, 1))  # per pass
     b = np.log(np.clip(1 - q, tiny, 1)) - np.log(np.clip(1 - p, tiny, 1))  # per failure
     m = runs * nights
-    alt = rng.binomial(m, q)
-    llr = (np.where(alt > 0, alt * a, 0.0) + np.where(m - alt > 0, (m - alt) * b, 0.0)).sum(-1)
-    return {name: float((llr >= math.log(1 / level)).mean()) for name, level in levels.items()}
+    power = dict.fromkeys(levels, 0.0)
+    for y in range(years):
+        alt = rng.binomial(m, q[y], size=(draws, n))
+        llr = (np.where(alt > 0, alt * a[y], 0.0) + np.where(m - alt > 0, (m - alt) * b[y], 0.0)).sum(-1)
+        order = np.sort(llr)[::-1]
+        tail = np.cumsum(np.exp(-order)) / draws  # P0(LLR >= order[i]), estimated from the alternative
+        for name, level in levels.items():
+            inside = int(np.searchsorted(tail, level, side="right"))  # the largest region of size <= level
+            power[name] += inside / draws
+    return {name: v / years for name, v in power.items()}

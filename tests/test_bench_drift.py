@@ -70,4 +70,4 @@ def test_the_oracle_is_sure_of_a_big_drop_and_unsure_of_none() -> None:
     none = oracle_power(
         "beta(3.3,3.3)", 1e-9, "proportional", n=48, runs=3, nights=3, years=200, levels={"5%": 0.05}, rng=rng
     )
-    assert none["5%"] < 0.05 and math.isfinite(none["5%"])
+    assert none["5%"] <= 0.05 + 1e-9 and math.isfinite(none["5%"])  # no drop: power is the level

@@ -28,10 +28,13 @@ BROKEN_THETA = 3.0
 """The log odds ratio of a sample that broke (odds of passing ~20 times lower)."""
 BROKEN_SHARE = 0.10
 """The prior share of samples that broke, in the per-sample mixture of :func:`log_evidence`."""
-SHIFTS = ((1.0, 0.375), (0.5, 0.25), (2.0, 0.125))
-"""The *shift* alternatives: (drop as a multiple of the margin, prior weight). A bet sized for a
-drop ``d`` gains nothing on a true drop of ``d / 2``, so one size alone would leave drops under half
-the margin unseen for ever."""
+SHIFTS = (("points", 1.0, 0.25), ("points", 0.5, 0.15), ("points", 2.0, 0.10), ("share", 2.0, 0.25))
+"""The *shift* alternatives: (how, multiple of the margin, prior weight). ``points``: every sample
+loses ``multiple x margin`` of its pass rate (half of it when it has less than twice that);
+``share``: every sample loses the same share of its rate, ``multiple x margin`` of it (2 x 10% =
+a fifth: the margin's 10 points at a pass rate of 50%), which fits a drop spread in proportion to
+the rates. A bet sized for a drop ``d`` gains nothing on a true drop of ``d / 2``, so one size alone
+would leave drops under half the margin unseen for ever."""
 BROKEN_WEIGHT = 0.25
 """The prior weight of the *broken* alternative (the weights sum to 1)."""
 
@@ -98,10 +101,10 @@ def logit(p: float) -> float:
     return math.log(p / (1.0 - p))
 
 
-def shift_theta(rate: float, margin: float) -> float:
-    """The log odds ratio of a sample passing at ``rate`` that loses ``margin`` of it (half of it
-    when it has less than ``2 margin``): what the detector is powered for."""
-    drop = min(margin, rate / 2.0)
+def shift_theta(rate: float, margin: float, how: str = "points") -> float:
+    """The log odds ratio of a sample passing at ``rate`` that loses ``margin`` of it (``points``;
+    half of it when it has less than ``2 margin``) or that share of it (``share``, at most half)."""
+    drop = min(margin, rate / 2.0) if how == "points" else rate * min(0.5, margin)
     return logit(rate) - logit(rate - drop)
 
 
@@ -130,7 +133,7 @@ class SampleWindow:
 @dataclass(frozen=True, slots=True)
 class Direction:
     """The log e-values of one window in one direction: each *shift* alternative (every sample
-    loses ``multiple x margin``, :data:`SHIFTS`), the *broken* one (each sample broke with prior
+    loses part of its rate, :data:`SHIFTS`), the *broken* one (each sample broke with prior
     probability :data:`BROKEN_SHARE`), and per sample the log e-value of the margin-sized shift
     factor (what ranks the samples that flipped)."""
 
@@ -141,7 +144,7 @@ class Direction:
     @property
     def mixed(self) -> float:
         """``log(sum of weight x e-value)`` over :data:`SHIFTS` and the broken alternative."""
-        parts = [math.log(w) + le for (_, w), le in zip(SHIFTS, self.shifts, strict=True)]
+        parts = [math.log(w) + le for (_, _, w), le in zip(SHIFTS, self.shifts, strict=True)]
         return _logsumexp([*parts, math.log(BROKEN_WEIGHT) + self.broken])
 
 
@@ -154,8 +157,8 @@ def _side(law: HyperGeometric, rate: float, value: int, margin: float, drawn: in
         return law.log_mgf(theta) if drawn is None else law.log_mgf_of_failures(theta, drawn)
 
     out = []
-    for multiple, _ in SHIFTS:
-        theta = shift_theta(rate, margin * multiple)
+    for how, multiple, _ in SHIFTS:
+        theta = shift_theta(rate, margin * multiple, how)
         out.append(-theta * value - mgf(theta))
     out.append(-BROKEN_THETA * value - mgf(BROKEN_THETA))
     return out
