@@ -14,7 +14,7 @@ EXTRAS ?= --extra dev
 VENV_DIR := $(if $(filter /%,$(firstword $(VENV))),$(VENV),$(CURDIR)/$(VENV))
 export PATH := $(VENV_DIR)/bin:$(PATH)
 
-.PHONY: install uv demo test test-fast lint typecheck check check-deep bench bench-gate bench-optimize-noise chaos bench-limits bench-budget bench-memory format clean lock
+.PHONY: install uv demo test test-fast lint typecheck check check-deep bench bench-drift bench-gate bench-optimize-noise chaos bench-limits bench-budget bench-memory format clean lock
 
 uv:  ## uv itself, in its own small venv when the machine has none
 	@test -x "$(UV)" || command -v "$(UV)" >/dev/null 2>&1 \
@@ -62,6 +62,9 @@ bench: install  ## compress-job throughput vs a bare Celery chord; writes bench/
 
 bench-optimize-noise: install  ## optimize jobs on the simulated noise mode: paired selection vs today's rule (PNG with the bench extra); writes bench/optimize_noise.md
 	"$(PY)" -m bench.optimize_noise --out bench/optimize_noise.md
+
+bench-drift: install  ## the nightly drift check over simulated years (false alarms, nights to detect, naive rules) + one end-to-end run; writes bench/drift_results.md
+	"$(PY)" -m bench.drift --out bench/drift_results.md
 
 bench-gate: install  ## the paired gate's operating curve on the simulated noise mode (needs the bench extra); writes bench/gate_results.md
 	"$(PY)" -m bench.gate --out bench/gate_results.md

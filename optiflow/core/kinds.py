@@ -20,6 +20,7 @@ from optiflow.core.compress import output as compress_output
 from optiflow.core.compress.report import OptimizationReport
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.compress.workflow import CompressWorkflow
+from optiflow.core.drift import output as drift_output
 from optiflow.core.measure import output as measure_output
 from optiflow.core.measure.report import MeasureDocument
 from optiflow.core.measure.spec import MeasureSpec
@@ -45,6 +46,8 @@ JobSpec = Annotated[AnySpec, Field(discriminator="kind")]
 AnyReport = OptimizationReport | OptimizationHistory | MeasureDocument
 FELL_BELOW = 3
 """Exit code of a measure job whose pass rate fell under its ``fail_below``."""
+DRIFTED = drift_output.DRIFTED
+"""Exit code of a measure job that shows a drop since its reference (4; the floor's 3 wins)."""
 
 _SPEC: TypeAdapter[AnySpec] = TypeAdapter(JobSpec)
 
@@ -139,15 +142,19 @@ def changes(report: AnyReport, *, force: bool = False) -> Changes:
 
 
 def verdict(report: AnyReport | None) -> tuple[int, str] | None:
-    """(exit code, message) when a completed job's report says its caller should fail (a measure
-    job under its ``fail_below``); None otherwise."""
-    if isinstance(report, MeasureDocument) and report.failed:
+    """(exit code, message) when a completed job's report says its caller should fail: a measure
+    job under its ``fail_below`` (3), one that shows a drop since its reference (4; both: 3, the
+    message names both); None otherwise."""
+    if not isinstance(report, MeasureDocument):
+        return None
+    drifted = drift_output.verdict(report.drift)
+    if report.failed:
         assert report.fail_below is not None
         message = (
             f"pass rate lower bound {report.wilson.lower:.1%} is under --fail-below {report.fail_below:.1%}"
         )
-        return FELL_BELOW, message
-    return None
+        return FELL_BELOW, message + (f"; and {drifted[1]}" if drifted else "")
+    return drifted
 
 
 _TRIAL_EVENTS = (TRIAL_ADDED_OR_UPDATED, PROGRESS_CHANGED, BEST_CANDIDATE_CHANGED)
@@ -210,6 +217,7 @@ def history_file(report: AnyReport) -> tuple[str, dict[str, Any]] | None:
 
 
 __all__ = [
+    "DRIFTED",
     "FELL_BELOW",
     "KINDS",
     "AnyReport",

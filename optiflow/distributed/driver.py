@@ -150,7 +150,9 @@ def launch(app: Celery, rt: Runtime, job_id: str, action: Action) -> None:
 
 def end(app: Celery, rt: Runtime, rec: JobRecord, action: Finish | Fail) -> None:
     if isinstance(action, Finish):
-        complete(app, rt, rec, "completed", report=action.report)
+        from optiflow.distributed import drift  # a measure's night (or new reference), recorded once
+
+        complete(app, rt, rec, "completed", report=drift.settle(rt, rec, action.report))
     else:
         log.error("job %s failed: %s", rec.id, action.error)
         complete(app, rt, rec, "failed", error=action.error)

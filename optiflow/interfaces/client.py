@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 from optiflow.admission import admit
 from optiflow.core import kinds
 from optiflow.core.compress.spec import CompressSpec
+from optiflow.core.drift.spec import REFERENCE_RUNS
 from optiflow.core.kinds import AnySpec, parse_spec
+from optiflow.core.measure.spec import MeasureSpec
 from optiflow.core.overrides import STABLE, Applied, check_user_tag, merge_baseline_params
 from optiflow.core.policy import ModelPolicy, PolicyError
 from optiflow.core.progress import run_finished, status_changed
@@ -120,6 +122,8 @@ class Client:
         self.runtime: Runtime = runtime_of(self.app)
         self._worker: EmbeddedWorker | None = None
         self._embedded_jobs: list[str] = []
+        self.reference_jobs: list[JobHandle] = []
+        """The reference measures the last :meth:`apply` queued."""
 
     @classmethod
     def from_env(cls) -> Client:
@@ -161,7 +165,7 @@ class Client:
                     f"this server's policy refuses ({exc.field}: {exc.message})",
                     field=field,
                 ) from None
-        spec = snapshot
+        spec = self._drift_prepared(snapshot)
         admit(spec, self.settings)  # everything a job needs, checked before anything is written
         job_id = uuid.uuid4().hex
         created = self.runtime.jobs.create(
@@ -229,7 +233,7 @@ class Client:
         if changes is None or changes.empty:
             return None
         spec = parse_spec(self.runtime.jobs.get(result.job_id).spec)
-        return self.runtime.store.apply(
+        applied = self.runtime.store.apply(
             spec.prompt,
             changes.sections,
             tag=tag,
@@ -237,6 +241,8 @@ class Client:
             description=description or changes.description,
             model_params=changes.model_params or None,
         )
+        self.measure_reference(spec, applied, tag)
+        return applied
 
     def _finished(self, result: OptimizeResult | str) -> OptimizeResult:
         """The result of a job that completed (by id: loaded); JobError for one that has not
@@ -248,6 +254,55 @@ class Client:
                 raise JobError(f"job {result} has not finished ({job.status()})", field="job")
             result = loaded
         return result.raise_for_error()
+
+    # -- drift references -----------------------------------------------------------------------
+    reference_runs: int = REFERENCE_RUNS
+    """Runs of the reference measure an apply records (0: none)."""
+
+    def measure_reference(self, job_spec: AnySpec, applied: Applied | None, tag: str) -> list[JobHandle]:
+        """After an apply wrote a version: measure the tag as accepted, as the drift reference of
+        each measure configuration compared with it (:func:`optiflow.distributed.drift.
+        reference_specs`). The jobs are queued (:attr:`reference_jobs`); on the embedded default
+        they run here, so this waits for them (an embedded job cannot outlive its process).
+
+        A fresh measure, not the runs the applied job made of this state: those were selected for
+        looking good (the winner's curse), so a reference drawn from them would be lucky by
+        construction and every later night would look like a drop."""
+        self.reference_jobs = []
+        if applied is None or applied.unchanged or applied.version is None or not self.reference_runs:
+            return []
+        from optiflow.distributed import drift
+
+        v = applied.version
+        note = f"applied {v.ns}/{v.key} {v.tag} {v.version}"
+        try:  # the apply is written and stands: a reference that cannot be measured is only logged
+            for spec in drift.reference_specs(
+                self.runtime, job_spec, tag, runs=self.reference_runs, note=note
+            ):
+                self.reference_jobs.append(self.submit(spec))
+            if self.runtime.embedded:
+                for job in self.reference_jobs:
+                    job.wait(self.settings.job_timeout_s)
+        except Exception:
+            log.warning("the reference of %s was not measured", note, exc_info=True)
+        return self.reference_jobs
+
+    def set_reference(self, spec: MeasureSpec, *, runs: int | None = None, note: str = "") -> JobHandle:
+        """Measure ``spec``'s tag as the drift reference from now on (``optiflow measure
+        --set-reference``): ``runs`` default :data:`REFERENCE_RUNS`."""
+        drift = spec.drift.model_copy(
+            update={
+                "set_reference": True,
+                "against": "reference",
+                "note": note or "set by measure --set-reference",
+            }
+        )
+        return self.submit(spec.model_copy(update={"drift": drift, "runs": runs or REFERENCE_RUNS}))
+
+    def _drift_prepared(self, spec: AnySpec) -> AnySpec:
+        from optiflow.distributed import drift
+
+        return drift.prepare(self.runtime, spec)
 
     # -- internals ----------------------------------------------------------------------------
     def _end_unfinished_embedded_jobs(self) -> None:

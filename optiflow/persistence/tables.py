@@ -9,6 +9,9 @@
                             its full output when it ends), so there is no foreign key to trials
 ``optiflow_rejections``     proposals refused before evaluation, with a ``reason_code``
 ``optiflow_events``         what a consumer replays: per-job ``seq`` and a stable dedupe ``key``
+``optiflow_drift_references`` a measure of a tag as accepted (per-sample outcomes), keyed by
+                            prompt, tag and the digest of model, dataset and check
+``optiflow_drift_nights``   each later measure compared with a reference, and its decision
 
 The tables are created and changed only by the Alembic migrations in
 :mod:`optiflow.persistence.migrations`; a test checks that this module and the migrations agree.
@@ -129,8 +132,40 @@ events_table = sa.Table(
     sa.UniqueConstraint("job_id", "key", name="uq_optiflow_events_job_key"),
 )
 
+drift_references_table = sa.Table(
+    "optiflow_drift_references",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("ns", sa.String(128), nullable=False),
+    sa.Column("key", sa.String(128), nullable=False),
+    sa.Column("tag", NAME, nullable=False),
+    sa.Column("config", CODE, nullable=False),
+    sa.Column("job_id", ID, nullable=False, unique=True),
+    sa.Column("created_at", TIMESTAMP, nullable=False),
+    sa.Column("superseded_at", TIMESTAMP),
+    sa.Column("data", JSON, nullable=False),
+    sa.Index("ix_optiflow_drift_references_prompt", "ns", "key", "tag", "config"),
+)
+
+drift_nights_table = sa.Table(
+    "optiflow_drift_nights",
+    metadata,
+    sa.Column(
+        "reference_id",
+        ID,
+        sa.ForeignKey("optiflow_drift_references.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("night", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("job_id", ID, nullable=False, unique=True),
+    sa.Column("measured_at", TIMESTAMP, nullable=False),
+    sa.Column("data", JSON, nullable=False),
+)
+
 __all__ = [
     "dataset_items_table",
+    "drift_nights_table",
+    "drift_references_table",
     "events_table",
     "jobs_table",
     "metadata",

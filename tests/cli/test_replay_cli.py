@@ -72,10 +72,21 @@ def test_a_finished_optimize_job_replays_from_the_database(cli: Cli, home: Path,
     refused(cli("replay", str(view)), "validation_error", str(view), f"optiflow replay {job_id}")
 
 
-def test_what_cannot_be_replayed_is_refused_in_one_line(cli: Cli, home: Path) -> None:
+def test_what_cannot_be_replayed_is_refused_in_one_line(cli: Cli, home: Path, tmp_path: Path) -> None:
     code, _, err = cli("submit", str(ROOT / "examples" / "support-bot" / "measure.yaml"))
     assert code == 0, err
     (measure,) = job_ids(home, "measure")
-    refused(cli("replay", measure), "validation_error", "job", "only an optimize job's decisions replay")
+    code, out, _ = cli("replay", measure)  # a measure's drift record replays (issue 30): here the reference
+    assert code == 0 and out.endswith(": 0 night(s) replayed; no drop shown, 0 differ\n"), out
+    text = (ROOT / "examples" / "support-bot" / "measure.yaml").read_text().replace("prompt.yaml", "p.yaml")
+    for name in ("prompt.yaml", "dataset.jsonl"):
+        (tmp_path / ("p.yaml" if name == "prompt.yaml" else name)).write_text(
+            (ROOT / "examples" / "support-bot" / name).read_text()
+        )
+    (tmp_path / "off.yaml").write_text(text + "drift: {against: none}\n")
+    code, _, err = cli("submit", str(tmp_path / "off.yaml"))
+    assert code == 0, err
+    off = next(i for i in job_ids(home, "measure") if i != measure)
+    refused(cli("replay", off), "validation_error", "job", "a measure job with no drift record")
     refused(cli("replay", "0" * 32), "not_found", "job", "no job")
     refused(cli("replay", "missing.yaml"), "validation_error", "missing.yaml", "no such file")

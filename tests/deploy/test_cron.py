@@ -5,7 +5,9 @@ from a working directory standing in for the user's home. The jobs run on the em
 
 Every exit code the file documents is checked: 0 ok (the compress job's --apply wrote a version),
 3 under the floor, 1 a failed job (and --apply wrote nothing), 2 refused input (nothing
-submitted), 75 the lock held by another run (a log line, one stderr line).
+submitted), 75 the lock held by another run (a log line, one stderr line); 4, a drop shown by the
+nightly drift check, is run under cron's environment in :func:`test_the_nightly_drift_check_exits_4_under_cron`
+(5, Redis lost, in tests/cli/test_cli_errors.py).
 
 ``PYTHONPATH`` is the one variable added to the file's: it names this checkout, so the installed
 console script loads the code under test (as the worker tests do); it sets nothing else.
@@ -182,6 +184,8 @@ def test_the_crontab_documents_its_exit_codes_and_runs_absolute_paths() -> None:
         "1 the job failed",
         "2 refused input",
         "3 a measure job under",
+        "4 a measure job shows a drop since its drift reference",
+        "5 Redis was lost",
         "75 the previous run",
     ):
         assert code in text, code
@@ -212,7 +216,12 @@ def test_crontab_lines_under_cron_environment(
     log = log_of(cron_home, "support-bot-nightly")
     assert re.search(r"^\S+Z optiflow cron support-bot-nightly: start \(pid \d+\)", log, re.MULTILINE)
     assert "pass rate" in log and "-> ok" in log
-    assert re.search(r"support-bot-nightly: job \w+: exit 0 \(ok\)\n$", log)
+    # the first nightly measure of the tag is its drift reference; the end line says so
+    assert re.search(
+        r"support-bot-nightly: job \w+: exit 0 \(ok\); drift: this measure is the reference from now on "
+        r"\(no reference for support/bot@stable with this model, dataset and check yet\)\n$",
+        log,
+    ), log
     assert (applied.code, applied.out, applied.err) == (0, "", ""), log_of(cron_home, "support-bot")
     log = log_of(cron_home, "support-bot")
     assert "applied: support/bot stable v1.0.1 (the prompt before it is v1.0.0" in log
@@ -286,3 +295,62 @@ def test_a_held_lock_exits_75_with_a_log_line(cron: Cron, cron_home: Path) -> No
     last = log_of(cron_home, "support-bot-nightly").splitlines()[-1]
     assert f"another run (pid {os.getpid()}) holds {lock_path}: not started (exit 75)" in last
     assert job_rows(cron_home) == before  # nothing submitted
+
+
+def test_the_nightly_drift_check_exits_4_under_cron(cron: Cron, cron_home: Path) -> None:
+    """The example's nightly line on a measure compared with its reference: while the pass rate
+    stays above the --fail-below floor, the provider behind the model name starts failing one
+    sample that always passed (the simulator's ``sim_pass_dist``, seed 14: ``international-3``); the
+    drift check shows it on its second night, exit 4, its end line and cron's one stderr line say so."""
+    _, commands = crontab()
+    nightly = command_for(commands, "measure.yaml")
+    jobs = cron_home / "drift-jobs"
+    shutil.copytree(EXAMPLE, jobs / "support-bot")  # all 44 samples, 5 runs as shipped
+    measure = jobs / "support-bot" / "measure.yaml"
+    doc = yaml.safe_load(measure.read_text())
+    measure.write_text(
+        yaml.safe_dump({**doc, "tag": "nightly"}, sort_keys=False)
+    )  # stable was applied to above
+    home = {"OPTIFLOW_HOME": str(optiflow_home(cron_home)), "JOBS": str(jobs)}
+    set_reference = '"$VENV/bin/optiflow" measure "$JOBS/support-bot/measure.yaml" --set-reference'
+    ref = cron.run(set_reference, **home)
+    assert ref.code == 0, ref.err
+    assert "drift: this measure is the reference from now on (set by measure --set-reference)" in ref.out
+    quiet = cron.run(nightly, JOBS=str(jobs))
+    assert (quiet.code, quiet.err) == (0, ""), quiet.err
+    end = log_of(cron_home, "support-bot-nightly").strip().splitlines()[-1]
+    assert re.search(
+        r"exit 0 \(ok\); no drift shown \(drop < \d+\.\d% with 95% confidence\): tonight \+0\.0%", end
+    )
+
+    doc = yaml.safe_load(measure.read_text())
+    doc["model"] = {
+        "model": "optiflow/sim",
+        "params": {"sim_pass_dist": "0.96*fixed(1) + 0.04*fixed(0)", "sim_seed": 14},
+    }
+    measure.write_text(yaml.safe_dump(doc, sort_keys=False))
+    for _ in range(3):  # one sample failing one night is not enough on its own; two nights are
+        drifted = cron.run(nightly, JOBS=str(jobs))
+        if drifted.code != 0:
+            break
+    print(
+        f"\nreference, quiet night, drifted night under cron: {ref.seconds:.1f}s, {quiet.seconds:.1f}s, {drifted.seconds:.1f}s"
+    )
+    log = log_of(cron_home, "support-bot-nightly")
+    assert drifted.code == 4, log[-2000:]
+    assert (
+        "fail below 80.0%: lower bound 81.2% -> ok" in log.rsplit("start (pid", 1)[1]
+    )  # the floor sees nothing
+    assert "samples that flipped most: international-3 100% -> 0%" in log
+    end = log.strip().splitlines()[-1]
+    assert re.search(
+        r"job \w+: exit 4 \(a drop since the reference is shown\); drift: \u22122\.3% \[\u2212\d+\.\d%, [+\u2212]\d+\.\d%\] "
+        r"against the reference of .*: a drop shown tonight \(night 3\)$",
+        end,
+    ), end
+    assert drifted.err.startswith(
+        "optiflow cron support-bot-nightly: exit 4 (a drop since the reference is shown); drift: \u22122.3%"
+    )
+    assert drifted.err.strip().endswith(
+        f"log: {optiflow_home(cron_home) / 'cron' / 'support-bot-nightly.log'}"
+    )

@@ -240,6 +240,8 @@ def test_demo_and_submit_json_on_a_clean_environment(tmp_path: Path, reference: 
     assert (tmp_path / "home" / "optiflow.db").exists()
     assert not (tmp_path / ".optiflow").exists()
     with contextlib.closing(__import__("sqlite3").connect(tmp_path / "home" / "optiflow.db")) as db:
-        rows = sorted(db.execute("select id, status from optiflow_jobs"))
+        rows = sorted(db.execute("select id, status from optiflow_jobs where kind != 'measure'"))
+        measures = list(db.execute("select status from optiflow_jobs where kind = 'measure'"))
     again_id = again["out"].split("submitted ", 1)[1].split()[0]
     assert rows == sorted([(job_id, "completed"), (doc["job_id"], "completed"), (again_id, "completed")])
+    assert measures == [("completed",)]  # the apply measured stable as accepted: the drift reference

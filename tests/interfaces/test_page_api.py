@@ -133,6 +133,27 @@ def test_measure_history_of_one_prompt_and_tag_oldest_first(http: httpx.Client) 
     assert http.get("/api/measures", params={"ns": "support", "key": "nope"}).json()["points"] == []
 
 
+def test_measure_history_marks_the_drift_reference_and_each_night_against_it(http: httpx.Client) -> None:
+    """Issue 30 on the embedded default: a reference set through the API, two nights compared with
+    it, and a changed dataset that starts a reference of its own, as the page reads them."""
+    tag = {"tag": "drift-api"}
+    ids = [finish(http, measure_document(samples=6, runs=4, drift={"set_reference": True}, **tag))]
+    ids += [finish(http, measure_document(samples=6, runs=2, **tag)) for _ in range(2)]
+    ids.append(finish(http, measure_document(samples=5, runs=2, **tag)))
+    points = http.get("/api/measures", params={"ns": "support", "key": "bot", **tag}).json()["points"]
+    assert [p["job_id"] for p in points] == ids
+    marks = [p["drift"] for p in points]
+    assert [m["status"] for m in marks] == ["reference", "compared", "compared", "reference"]
+    assert [m["night"] for m in marks] == [None, 1, 2, None]
+    assert marks[1]["reference_id"] == marks[0]["reference_id"] != marks[3]["reference_id"]
+    assert all(m["low"] <= m["estimate"] <= m["high"] and not m["drop_shown"] for m in marks[1:3])
+    assert marks[2]["headline"].startswith("no drift shown (drop < ")
+    assert "the dataset changed since the reference" in marks[3]["headline"]
+    job = http.get(f"/api/jobs/{ids[2]}").json()
+    assert job["result"]["report"]["drift"]["evidence"]["night"] == 2
+    assert job["result"]["report"]["first_run"] == 4 + 2  # after the reference's runs and night 1's
+
+
 @pytest.mark.parametrize(
     ("params", "field"),
     [

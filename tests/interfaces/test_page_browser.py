@@ -587,3 +587,57 @@ def test_cancel_a_running_job_from_the_page(
 def test_every_request_stayed_on_this_machine(requests_made: list[str]) -> None:
     assert requests_made, "the browser tests made no request"
     assert foreign_requests(requests_made) == []
+
+
+# -- drift: the reference, each night against it, the night a drop was shown (issue 30) ----------
+def test_measure_history_marks_the_reference_each_nights_interval_and_the_drift(
+    server: Server, context: Any, requests_made: list[str], tmp_path: Path
+) -> None:
+    def model(dist: str) -> dict[str, Any]:
+        return {"model": "optiflow/sim", "params": {"sim_pass_dist": dist, "sim_seed": 4}}
+
+    before, after = "beta(3.3,3.3)", "0.5*beta(3.3,3.3) + 0.5*fixed(0)"
+    common = {"tag": "drift-page", "name": "drift-nightly"}
+    ids = [
+        submit(
+            server,
+            measure_document(20, runs=12, model=model(before), drift={"set_reference": True}, **common),
+        )
+    ]
+    wait_done(server, ids)
+    for dist in (before, after, after, after, after):
+        ids.append(submit(server, measure_document(20, runs=3, model=model(dist), **common)))
+        wait_done(server, ids)
+        drift = api(server, f"/api/jobs/{ids[-1]}")["result"]["report"]["drift"]
+        if drift["evidence"]["first_shown"]:
+            break
+    shown = drift["evidence"]["first_shown"]
+    assert shown, drift
+    page = open_page(context, server.url, TOKEN, requests_made)
+    page.wait_for_selector(f"#jobs li[data-id='{ids[-1]}'] .result")
+    red = colour(page, "#legend .swatch.rejected", "backgroundColor")
+    pill = f"#jobs li[data-id='{ids[-1]}'] .pill"
+    assert page.text_content(pill) == "drift shown" and colour(page, pill, "color") == red
+    page.click(f"#jobs li[data-id='{ids[-1]}']")
+    page.wait_for_selector("#history svg.drift")
+    assert page.text_content("#status") == "drift shown (exit 4)"
+    note = page.text_content("#drift-note") or ""
+    assert note.startswith("drift: \u2212") and f"a drop shown on night {shown}" in note
+    assert "flipped most:" in note and colour(page, "#drift-note", "color") == red
+    # the history: the reference marked on the pass-rate chart, each night against it with its
+    # interval, and the night the drop was shown
+    assert page.get_attribute("#history", "data-references") == "1"
+    assert page.locator("#history svg rect.reference").count() == 1
+    nights = len(ids) - 1
+    assert page.get_attribute("#history svg.drift", "data-nights") == str(nights)
+    assert page.locator("#history svg.drift line.interval").count() == nights
+    assert page.get_attribute("#history svg.drift", "data-shown") == str(shown)
+    assert page.locator("#history svg.drift line.drift-shown").count() == 1
+    assert f"drift shown (night {shown})" in page.text_content("#history svg.drift .drift-label")
+    # a quiet night of the same history says so in its own words
+    page.click(f"#jobs li[data-id='{ids[1]}']")
+    page.wait_for_function(
+        "() => (document.querySelector('#drift-note') || {}).textContent?.startsWith('no drift shown')"
+    )
+    check_layout(page, tmp_path, "drift")
+    assert page.errors == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from optiflow.core.base import Verbosity
+from optiflow.core.drift import output as drift_output
 from optiflow.core.measure.report import MeasureDocument
 
 
@@ -37,6 +38,10 @@ def report_lines(doc: MeasureDocument, verbosity: Verbosity = "summary") -> list
         )
     if doc.fail_below is not None:
         lines.append(f"fail below {doc.fail_below:.1%}: lower bound {doc.wilson.lower:.1%} -> {verdict(doc)}")
+    if doc.drift is not None:
+        lines.append(drift_output.headline(doc.drift))
+        if verbosity != "minimal":
+            lines += drift_output.detail(doc.drift)
     return lines
 
 

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.budget import BudgetReport
+from optiflow.core.drift.report import DriftReport
 from optiflow.core.evaluation import JobStats
 
 
@@ -68,6 +69,12 @@ class MeasureDocument(Frozen):
     budget: BudgetReport | None = None
     """The job's budget and spend (a job with a budget). ``exhausted``: the measurement was cut
     and everything above is over the :attr:`evaluations` made."""
+    outcomes: dict[str, str] = Field(default_factory=dict)
+    """Per sample, its runs in order: ``1`` passed, ``0`` failed, ``e`` errored (what drift pairs)."""
+    first_run: int = 0
+    """The run index of the first run (a measure compared with a reference continues its indices)."""
+    drift: DriftReport | None = None
+    """What the comparison with the reference found (filled in when the job ends)."""
 
     @property
     def planned(self) -> int:

@@ -10,6 +10,7 @@ from optiflow.core.base import MAX_NAME_LENGTH, JSONValue
 from optiflow.core.budget import JobBudget
 from optiflow.core.checks import CheckSpec
 from optiflow.core.dataset import Dataset, Split
+from optiflow.core.drift.spec import DriftSpec
 from optiflow.core.model import ModelConfig
 from optiflow.core.overrides import STABLE, SectionOverride
 from optiflow.core.prompt import Prompt
@@ -40,6 +41,8 @@ class MeasureSpec(JobBudget):
     confidence: StrictFloat = Field(default=0.95, gt=0.0, lt=1.0)
     fail_below: StrictFloat | None = Field(default=None, ge=0.0, le=1.0)
     flags: dict[str, StrictBool] = Field(default_factory=dict)
+    drift: DriftSpec = Field(default_factory=DriftSpec)
+    """Compare with the reference (the measure of the tag as last accepted): :mod:`optiflow.core.drift`."""
 
     @model_validator(mode="after")
     def _samples(self) -> MeasureSpec:

@@ -9,6 +9,10 @@ interval's lower bound is under a required rate.
 
 A job whose budget ran out during the step reports over the evaluations that were made (its
 ``budget`` says so, and how many were skipped); with none made, it fails.
+
+The document keeps each sample's outcomes in run order (``outcomes``), and its runs start at
+``drift.first_run`` (a measure compared with a drift reference continues the reference's run
+indices); the comparison itself is made when the job ends (:mod:`optiflow.distributed.drift`).
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class MeasureWorkflow:
             model_params=dict(spec.baseline_model_params),
             sample_ids=spec.sample_ids(),
             runs=spec.runs,
+            first_run=spec.drift.first_run,
         )
 
     def start(self, count_tokens: TokenCounter | None = None) -> Transition[MeasureState]:
@@ -124,6 +129,9 @@ class MeasureWorkflow:
             sum(1 for r in rs if r.success and r.passed) / len(rs) for _, rs in sorted(by_run.items())
         )
         consistently = [i for i in ids if by_sample.get(i) and all(by_sample[i])]
+        marks: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for r in results:
+            marks[r.sample_id].append((r.run, "e" if r.error is not None else "1" if r.passed else "0"))
         answered = [r for r in results if r.success]
         prompt_tokens = sum(r.prompt_tokens for r in results)
         completion_tokens = sum(r.completion_tokens for r in results)
@@ -160,4 +168,6 @@ class MeasureWorkflow:
             fail_below=spec.fail_below,
             stats=stats,
             budget=budget,
+            outcomes={i: "".join(m for _, m in sorted(marks[i])) for i in ids if i in marks},
+            first_run=spec.drift.first_run,
         )

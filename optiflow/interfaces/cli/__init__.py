@@ -19,7 +19,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    from optiflow.interfaces.cli import cron, db, evaluate, jobs, prompt, replay, serve
+    from optiflow.interfaces.cli import cron, db, evaluate, jobs, measure, prompt, replay, serve
 
     main.add_command(prompt.prompt)
     main.add_command(evaluate.eval_command)
@@ -34,6 +34,8 @@ def _register() -> None:
     for command in serve.COMMANDS:
         main.add_command(command)
     for command in cron.COMMANDS:
+        main.add_command(command)
+    for command in measure.COMMANDS:
         main.add_command(command)
 
 

@@ -12,7 +12,12 @@ Exit codes (also in ``optiflow cron --help`` and the README):
 - 1: the job failed, was cancelled, or did not finish within ``--timeout``; nothing was applied
 - 2: refused input: the env file, a setting, the job file or an option; nothing was submitted
 - 3: a measure job's pass-rate lower bound (Wilson) is under ``--fail-below``
+- 4: a measure job shows a drop since its drift reference (the tag as last accepted)
+- 5: Redis was lost while waiting; the job may still run
 - 75: another run of this job still holds the lock (EX_TEMPFAIL); this one did not start
+
+A measure job's end line names its drift finding: ``no drift shown (drop < X% with 95%
+confidence)``, ``drift: -Y% [..]``, or that it became the reference.
 """
 
 from __future__ import annotations
@@ -32,12 +37,14 @@ import click
 
 from optiflow.errors import OptiflowError, ValidationError
 
-OK, FAILED, REFUSED, UNDER_FLOOR, LOCKED = 0, 1, 2, 3, 75
+OK, FAILED, REFUSED, UNDER_FLOOR, DRIFTED, LOST, LOCKED = 0, 1, 2, 3, 4, 5, 75
 MEANING = {
     OK: "ok",
     FAILED: "the job failed",
     REFUSED: "refused input",
     UNDER_FLOOR: "under the --fail-below floor",
+    DRIFTED: "a drop since the reference is shown",
+    LOST: "lost Redis while waiting",
     LOCKED: "another run holds the lock",
 }
 
@@ -202,6 +209,8 @@ def cron(
       1   the job failed, was cancelled or did not finish within --timeout (nothing applied)
       2   refused input (env file, settings, job file, options): nothing submitted
       3   a measure job's pass-rate lower bound is under --fail-below
+      4   a measure job shows a drop since its drift reference
+      5   Redis was lost while waiting (the job may still run)
       75  another run of this job still holds the lock: this one did not start
     """
     import pydantic
@@ -243,6 +252,7 @@ def cron(
 
     line(f"start (pid {os.getpid()}): {job_file}" + (f", settings from {env_file}" if env_file else ""))
     submitted: list[str] = []
+    drift: list[str] = []
     code = OK
     with _output_to(log):
         try:
@@ -255,6 +265,7 @@ def cron(
                 fail_below=fail_below,
                 history_dir=Path(),
                 on_submitted=submitted.append,
+                on_result=lambda result: drift.extend(drift_line(result)),
             )
         except OptiflowError as exc:
             click.echo(f"error[{exc.code}]: {exc}", err=True)
@@ -265,15 +276,27 @@ def cron(
             click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
             code = FAILED
     job = f"job {submitted[0]}: " if submitted else ""
-    line(f"{job}exit {code} ({MEANING.get(code, 'unexpected')})")
+    found = f"; {drift[0]}" if drift else ""
+    line(f"{job}exit {code} ({MEANING.get(code, 'unexpected')}){found}")
     lock.release()
-    _done(code, name, log_path)
+    _done(code, name, log_path, found if code == DRIFTED else "")
 
 
-def _done(code: int, name: str, log_path: Path | None) -> NoReturn:
+def drift_line(result: object) -> list[str]:
+    """A measure's drift headline (``no drift shown (drop < X% ...)``, ``drift: -Y% [..]``)."""
+    from optiflow.core.drift.output import headline
+    from optiflow.core.measure.report import MeasureDocument
+
+    report = getattr(result, "report", None)
+    if isinstance(report, MeasureDocument) and report.drift is not None:
+        return [headline(report.drift)]
+    return []
+
+
+def _done(code: int, name: str, log_path: Path | None, detail: str = "") -> NoReturn:
     if code != OK and log_path is not None:  # cron mails stderr: one line, and where the rest is
         meaning = MEANING.get(code, "unexpected")
-        click.echo(f"optiflow cron {name}: exit {code} ({meaning}); log: {log_path}", err=True)
+        click.echo(f"optiflow cron {name}: exit {code} ({meaning}){detail}; log: {log_path}", err=True)
     sys.exit(code)
 
 

@@ -49,7 +49,7 @@ def _job_client(job_id: str) -> Client:
     return Client(s)
 
 
-LOST = 4  # exit code: the connection to Redis was lost while waiting; the job may still run
+LOST = 5  # exit code: the connection to Redis was lost while waiting; the job may still run (4: drift)
 MAX_WORKER_CONCURRENCY = 512
 
 
@@ -74,11 +74,13 @@ def _finish(
     if cost and report is not None and not as_json:
         echo(f"  {cost_line(report.stats)}")
     if report is not None and history_dir is not None:
-        written = write_history(report, history_dir)
+        written = write_history(report, history_dir) or write_drift_history(client, report, history_dir)
         if written is not None:
             click.echo(f"history: {written}", err=True)
     if apply and result.ok:
         echo(applied_line(client.apply(result), kinds.unconfirmed(report)))
+        for line in reference_lines(client):
+            echo(line)
     if not result.ok:
         sys.exit(1)
     verdict = kinds.verdict(report)
@@ -132,6 +134,58 @@ def write_history(report: AnyReport, root: Path) -> Path | None:
     return path
 
 
+def write_drift_history(client: Client, report: AnyReport, root: Path) -> Path | None:
+    """A measure's drift history file: its reference and every night compared with it so far
+    (``measurements/<ns>_<key>_<tag>/<reference>.yaml``; what ``optiflow replay`` re-decides)."""
+    from optiflow.core.drift.replay import history_path
+    from optiflow.core.measure.report import MeasureDocument
+
+    if not isinstance(report, MeasureDocument) or report.drift is None or report.drift.reference is None:
+        return None
+    import yaml
+
+    from optiflow.distributed import drift
+
+    document = drift.history(client.runtime, report.drift.reference.id, upto=report.drift.night or 0)
+    path = root / history_path(drift.repository(client.runtime).reference(report.drift.reference.id))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    except OSError as exc:
+        raise ValidationError(
+            f"cannot write the measure's history file {path}: {exc.strerror or exc}", field="--history-dir"
+        ) from None
+    return path
+
+
+def reference_lines(client: Client) -> list[str]:
+    """What the reference measures an apply queued did (or are doing)."""
+    from optiflow.core.measure.spec import MeasureSpec
+
+    out = []
+    for job in client.reference_jobs:
+        rec = job.record()
+        spec = client.runtime.spec(job.id)
+        runs = spec.runs if isinstance(spec, MeasureSpec) else 0
+        what = f"{spec.prompt.ns}/{spec.prompt.key}@{kinds_tag(spec)}, {runs} run(s)"
+        result = job.result()
+        if result is None:
+            out.append(f"reference: measuring {what} in job {job.id} ({rec.status})")
+        elif not result.ok:
+            out.append(f"reference: job {job.id} ({what}) {result.status}: {result.error}")
+        else:
+            from optiflow.core.measure.report import MeasureDocument
+
+            doc = result.report
+            rate = f"pass rate {doc.pass_rate:.1%}" if isinstance(doc, MeasureDocument) else "measured"
+            out.append(f"reference: {what}: {rate} (job {job.id}); the nightly drift check compares with it")
+    return out
+
+
+def kinds_tag(spec: object) -> str:
+    return str(getattr(spec, "tag", "") or getattr(spec, "baseline_tag", ""))
+
+
 def check_history_dir(root: Path) -> None:
     """Refuse a ``--history-dir`` that cannot be written, before the job runs (ValidationError)."""
     probe = root
@@ -176,7 +230,8 @@ def submit(
     On the embedded default the job runs in this process, so the command always waits; a job
     still unfinished when the command ends (--timeout, Ctrl-C) is ended ``cancelled``.
     Exit codes: 0 done, 1 the job failed or was cancelled, 2 refused input, 3 a measure job fell
-    under --fail-below, 4 Redis was lost while waiting (the job may still run: optiflow watch ID)."""
+    under --fail-below, 4 a measure job shows a drop since its drift reference, 5 Redis was lost
+    while waiting (the job may still run: optiflow watch ID)."""
     run_submit(
         job_file,
         wait_=wait_,
@@ -198,10 +253,15 @@ def run_submit(
     fail_below: float | None,
     history_dir: Path,
     on_submitted: Callable[[str], None] | None = None,
+    on_result: Callable[[OptimizeResult], None] | None = None,
+    set_reference: bool = False,
+    runs: int | None = None,
+    measure_only: bool = False,
 ) -> None:
-    """``optiflow submit``: OptiflowError for refused input, SystemExit(1 or 3) as documented there.
-    ``on_submitted(job_id)`` is called once the job is enqueued (an error after it is not the
-    input's fault)."""
+    """``optiflow submit``: OptiflowError for refused input, SystemExit(1, 3 or 4) as documented
+    there. ``on_submitted(job_id)`` is called once the job is enqueued (an error after it is not
+    the input's fault), ``on_result(result)`` once it has ended. ``set_reference`` (a measure job):
+    it becomes the drift reference, measured ``runs`` times (default 12)."""
     if apply_ and not wait_:
         raise ValidationError("--apply needs --wait", field="--apply")
     if fail_below is not None and not 0 <= fail_below <= 1:
@@ -224,7 +284,21 @@ def run_submit(
             spec = spec.model_copy(update={"fail_below": fail_below})
         if apply_ and spec.kind == "measure":
             raise ValidationError("a measure job changes nothing: nothing to apply", field="--apply")
-        job = client.submit(spec)
+        if measure_only and spec.kind != "measure":
+            raise ValidationError(
+                f"a {spec.kind} job: `optiflow measure` runs measure jobs (`optiflow submit`: the others)",
+                field=str(job_file),
+            )
+        if set_reference or runs is not None:
+            from optiflow.core.measure.spec import MeasureSpec
+
+            if not isinstance(spec, MeasureSpec):
+                raise ValidationError("only a measure job sets a reference", field="--set-reference")
+            if not set_reference:
+                spec = spec.model_copy(update={"runs": runs})
+            job = client.set_reference(spec, runs=runs) if set_reference else client.submit(spec)
+        else:
+            job = client.submit(spec)
         if on_submitted is not None:
             on_submitted(job.id)
         # with --json, stdout holds nothing but the JSON document
@@ -235,6 +309,8 @@ def run_submit(
             return
         with _lost_redis_ends_the_wait(job.id):
             result = _progress_then_result(job, timeout, quiet=as_json)
+        if on_result is not None:
+            on_result(result)
         _finish(
             client,
             result,
@@ -343,14 +419,26 @@ def report(job_id: str, as_json: bool, history_dir: Path | None) -> None:
 @click.option(
     "--force", is_flag=True, help="apply an optimize job's best even if held-out data did not confirm it"
 )
-def apply(job_id: str, tag: str, force: bool) -> None:
-    """Write a finished job's accepted modifications to TAG as a new version."""
+@click.option(
+    "--reference-runs",
+    type=click.IntRange(0, 100),
+    default=None,
+    help="runs of the drift reference measured after the write (default 12; 0: none)",
+)
+def apply(job_id: str, tag: str, force: bool, reference_runs: int | None) -> None:
+    """Write a finished job's accepted modifications to TAG as a new version, then measure TAG as
+    accepted: the reference the nightly drift check compares with (on the embedded default the
+    command waits for that measure)."""
     from optiflow.core import kinds
 
     with _job_client(job_id) as client:
+        if reference_runs is not None:
+            client.reference_runs = reference_runs
         applied = client.apply(job_id, tag=tag, force=force)
         report = None if applied is not None else client.job(job_id).result()
         echo(applied_line(applied, kinds.unconfirmed(report.report if report else None)))
+        for line in reference_lines(client):
+            echo(line)
 
 
 @click.command()

@@ -1,6 +1,8 @@
 """``optiflow replay FILE|JOB_ID``: re-decide a recorded optimize run and list every decision that
 differs. The run is a history file (``submit`` writes one under ``optimizations/``), or a finished
-optimize job in the jobs database: its stored report is the same history."""
+optimize job in the jobs database: its stored report is the same history. A measure's drift
+history (``measurements/...yaml``, or a measure job's id) replays its nights the same way
+(:mod:`optiflow.core.drift.replay`)."""
 
 from __future__ import annotations
 
@@ -50,6 +52,11 @@ def replay(
     chosen_acceptance = _parsed(acceptance, "--acceptance", AcceptanceSpec.model_validate)
     history_file = source  # what errors name: the file, or the job
     document = _from_file(Path(source)) if Path(source).is_file() else _from_job(source)
+    from optiflow.core.drift.replay import is_history
+
+    if is_history(document):  # a measure's drift history: every night decided again
+        _replay_drift(document, history_file)
+        return
     try:
         report = replay_document(
             document,
@@ -77,6 +84,8 @@ def _from_file(path: Path) -> dict[str, Any]:
     document = read_yaml(path)
     if not isinstance(document, dict):
         raise ValidationError("expected an optimization history document", field=str(path))
+    if document.get("kind") == "drift":
+        return document
     if "settings" not in document and "rounds" in document:  # `optiflow history ID` prints rounds
         raise ValidationError(
             "this is the rounds view `optiflow history` prints, not a replayable history: "
@@ -95,7 +104,10 @@ def _from_job(job_id: str) -> dict[str, Any]:
 
     if not _JOB_ID.match(job_id) or Path(job_id).suffix in (".yaml", ".yml", ".json"):
         raise ValidationError("no such file, and not a job id", field=job_id[:80])
-    rec = repository_for(job_id).get(job_id)
+    jobs = repository_for(job_id)
+    rec = jobs.get(job_id)
+    if rec.kind == "measure":
+        return _drift_of_job(job_id, rec, jobs.engine)
     if rec.kind != "optimize":
         raise ValidationError(
             f"job {job_id} is a {rec.kind} job: only an optimize job's decisions replay", field="job"
@@ -138,3 +150,45 @@ def _json_or_name(value: str | None, field: str) -> Any:
             raise ValidationError(f"not valid JSON: {exc}", field=field) from None
         return parsed
     return value
+
+
+def _drift_of_job(job_id: str, rec: Any, engine: Any) -> dict[str, Any]:
+    """A measure job's drift history from the jobs database: its reference and the nights up to
+    its own (a measure that became the reference: the reference alone)."""
+    from optiflow.core.drift.replay import history_document
+    from optiflow.persistence.references import DriftRepository
+
+    drift = DriftRepository(engine)
+    found = drift.of_job(job_id)
+    if found is None:
+        raise ValidationError(
+            f"job {job_id} is a measure job with no drift record ({rec.status}): nothing to replay",
+            field="job",
+        )
+    reference, night = found
+    upto = 0 if night is None else night.night
+    return history_document(reference, [n for n in drift.nights(reference.id) if n.night <= upto])
+
+
+def _replay_drift(document: dict[str, Any], source: str) -> None:
+    import pydantic
+
+    from optiflow.core.drift.replay import replay as replay_drift
+    from optiflow.files import pydantic_error
+
+    try:
+        report = replay_drift(document)
+    except pydantic.ValidationError as exc:
+        raise pydantic_error(exc, source) from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ValidationError(f"not a replayable drift history: {exc}", field=source) from None
+    shown = [d for d in report.decisions if d.shown == "drop"]
+    first = f"; a drop first shown on night {shown[0].night}" if shown else "; no drop shown"
+    echo(
+        f"{source}: {report.prompt}, reference {report.reference_id[:12]}: {report.nights} night(s) "
+        f"replayed{first}, {len(report.differences)} differ"
+    )
+    for difference in report.differences:
+        echo(f"  {difference.describe()}")
+    if not report.ok:
+        sys.exit(1)

@@ -144,7 +144,11 @@ _JOB_SUMMARY = {
             "description": "what the finished job found, in a few words; bad: its report fails its caller",
             "type": ["object", "null"],
             "required": ["text", "bad"],
-            "properties": {"text": {"type": "string"}, "bad": {"type": "boolean"}},
+            "properties": {
+                "text": {"type": "string"},
+                "bad": {"type": "boolean"},
+                "badge": {"type": "string", "description": "what a bad one shows: below floor, drift shown"},
+            },
         },
     },
 }
@@ -249,6 +253,23 @@ _MEASURE_POINT = {
         "prompt_hash": {
             "type": ["string", "null"],
             "description": "the measured prompt's short hash: it differs after the prompt changed",
+        },
+        "drift": {
+            "type": ["object", "null"],
+            "description": "the comparison with the drift reference: status reference / compared / off, "
+            "tonight's change against the reference with its 95% interval, whether a drop is shown",
+            "properties": {
+                "status": {"type": "string"},
+                "reference_id": {"type": ["string", "null"]},
+                "night": {"type": ["integer", "null"]},
+                "estimate": _NUMBER_OR_NULL,
+                "low": _NUMBER_OR_NULL,
+                "high": _NUMBER_OR_NULL,
+                "shown": {"type": ["string", "null"]},
+                "first_shown": {"type": ["integer", "null"]},
+                "drop_shown": {"type": "boolean"},
+                "headline": {"type": "string"},
+            },
         },
     },
 }

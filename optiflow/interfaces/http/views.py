@@ -7,7 +7,8 @@
 - :func:`steps_view`: the step timeline (baseline, candidates, combined, greedy-N; an optimize
   job's proposal and evaluation steps), the finished steps from their trials, the running one
   from the pending action.
-- :func:`measure_point`: one measure job's figures for the history chart of a prompt and tag.
+- :func:`measure_point`: one measure job's figures for the history chart of a prompt and tag
+  (:func:`drift_view`: its comparison with the drift reference).
 
 Token counts use the counter the workflows use (tiktoken for the job's model), so a section's
 bar matches the report's ``token_reduction``.
@@ -366,6 +367,41 @@ def measure_point(rec: JobRecord) -> dict[str, Any] | None:
         "model": report.get("model"),
         "mean_tokens": report.get("mean_tokens"),
         "prompt_hash": _prompt_hash(rec),
+        "drift": drift_view(report.get("drift")),
+    }
+
+
+def drift_view(drift: Any) -> dict[str, Any] | None:
+    """A measure's drift finding for the page: whether it is the reference or a night compared
+    with one, tonight's change against the reference with its interval, and whether (since which
+    night) a drop is shown."""
+    from optiflow.core.drift.output import detail, headline
+    from optiflow.core.drift.report import DriftReport
+
+    if not isinstance(drift, Mapping):
+        return None
+    try:
+        report = DriftReport.model_validate(drift)
+    except ValueError:  # stored by another version: no mark rather than an error
+        return None
+    change, e, ref = report.change, report.evidence, report.reference
+    return {
+        "status": report.status,
+        "reference_id": ref.id if ref else None,
+        "reference_job": ref.job_id if ref else None,
+        "reference_pass_rate": ref.pass_rate if ref else None,
+        "night": report.night,
+        "estimate": change.estimate if change else None,
+        "low": change.low if change else None,
+        "high": change.high if change else None,
+        "shown": e.shown if e else None,
+        "first_shown": e.first_shown if e else None,
+        "drop_shown": report.drop_shown,
+        "log_evidence": e.log_drop if e else None,
+        "log_needed": e.threshold if e else None,
+        "flips": [f.line() for f in e.flips] if e else [],
+        "headline": headline(report),
+        "detail": detail(report),
     }
 
 
@@ -437,6 +473,12 @@ def outcome(rec: JobRecord) -> dict[str, Any] | None:
         bad = floor is not None and lower is not None and lower < floor
         if floor is not None and lower is not None:
             text += f" · lower bound {lower:.1%} {'under' if bad else 'above'} the floor {floor:.1%}"
+        drift = drift_view(report.get("drift"))
+        if drift is not None and drift["drop_shown"]:
+            from optiflow.core.drift.output import pts
+
+            text += f" · drift shown: {pts(drift['estimate'])} against the reference"
+            return {"text": text, "bad": True, "badge": "below floor" if bad else "drift shown"}
         return {"text": text, "bad": bad}
     return None
 
@@ -451,6 +493,7 @@ def measure_matches(rec: JobRecord, ns: str, key: str, tag: str) -> bool:
 __all__ = [
     "baseline_bodies",
     "changes",
+    "drift_view",
     "measure_matches",
     "measure_point",
     "outcome",

@@ -163,17 +163,18 @@ async function refreshJobs() {
   }
 }
 
-// A completed measure job whose pass rate fell under its floor (exit 3) is not shown as a green
-// "completed": it says "below floor", in red, in the list and in the job's badge.
-const BELOW = "below floor";
-function shownStatus(status, bad) {
-  return status === "completed" && bad ? BELOW : status;
+// A completed measure job whose pass rate fell under its floor (exit 3), or that shows a drop
+// since its drift reference (exit 4), is not shown as a green "completed": it says "below floor"
+// or "drift shown", in red, in the list and in the job's badge.
+const BELOW = "below floor", DRIFTED = "drift shown";
+function shownStatus(status, bad, badge) {
+  return status === "completed" && bad ? badge || BELOW : status;
 }
-const pillClass = (status) => (status === BELOW ? "failed below-floor" : status);
+const pillClass = (status) => (status === BELOW || status === DRIFTED ? "failed below-floor" : status);
 
 function jobItem(job) {
   const o = job.outcome;
-  const status = shownStatus(job.status, o && o.bad);
+  const status = shownStatus(job.status, o && o.bad, o && o.badge);
   return h("li", { class: job.id === S.id ? "sel" : "", "data-id": job.id, "data-status": status,
                    onclick: () => select(job.id) },
     h("span", { class: "name", text: job.name || job.id }),
@@ -481,9 +482,11 @@ function renderHead() {
   const job = S.job;
   const raw = S.status || (job && job.status) || "…";
   const m = S.report && S.report.kind === "measure" ? S.report : null;
-  const status = shownStatus(raw, !!(m && typeof m.fail_below === "number" && m.wilson.lower < m.fail_below));
+  const below = !!(m && typeof m.fail_below === "number" && m.wilson.lower < m.fail_below);
+  const drifted = !!(m && m.drift && m.drift.evidence && m.drift.evidence.first_shown);
+  const status = shownStatus(raw, below || drifted, below ? BELOW : drifted ? DRIFTED : null);
   $("title").textContent = job ? (job.name || job.id) : `job ${S.id || ""}`;
-  $("status").textContent = status === BELOW ? `${BELOW} (exit 3)` : status;
+  $("status").textContent = status === BELOW ? `${BELOW} (exit 3)` : status === DRIFTED ? `${DRIFTED} (exit 4)` : status;
   $("status").className = `pill ${pillClass(status)}`;
   $("status").dataset.status = raw;
   $("cancel").hidden = !(raw === "queued" || raw === "running");
@@ -1129,7 +1132,8 @@ function renderMeasure() {
   $("measure").replaceChildren(
     h("div", { class: "pass" }, h("div", { class: "mute small", text: "pass rate" }),
       h("div", { class: "big", text: pct(r.pass_rate) }), ci,
-      h("div", { class: "small", text: `95% interval ${pct(r.wilson.lower)} – ${pct(r.wilson.upper)} (Wilson)` }), floor),
+      h("div", { class: "small", text: `95% interval ${pct(r.wilson.lower)} – ${pct(r.wilson.upper)} (Wilson)` }), floor,
+      driftNote(r.drift)),
     h("dl", { class: "facts small" },
       h("dt", { text: "measured" }), h("dd", { text: `${r.prompt_ns}/${r.prompt_key} @ ${r.tag} with ${r.model}` }),
       h("dt", { text: "evaluations" }), h("dd", { text: `${int(r.evaluations)} (${r.samples} samples × ${r.runs} runs), ${int(r.passed)} passed` }),
@@ -1139,6 +1143,81 @@ function renderMeasure() {
       h("dt", { text: "first token" }), h("dd", { text: lat(r.ttft_ms) }),
       h("dt", { text: "tokens" }), h("dd", { text: `${int(r.total_tokens)} (${int(r.mean_tokens)} per evaluation)` }),
       h("dt", { text: "cost" }), h("dd", { text: `${money(r.total_cost)} (${money(r.mean_cost)} per evaluation)` })));
+}
+
+// The measure's comparison with its drift reference, in the words of `optiflow report`.
+function driftNote(d) {
+  if (!d) return null;
+  const shown = d.evidence && d.evidence.first_shown;
+  const lines = [driftHeadline(d)];
+  if (d.evidence) {
+    const e = d.evidence;
+    lines.push(`night ${e.night}: evidence of a drop ${evidence(e.log_drop)}, needs ${evidence(Math.log(1 / e.alpha))}` +
+      ` (most over the last ${e.window} night(s))`);
+    if (shown && e.flips && e.flips.length)
+      lines.push(`flipped most: ${e.flips.map((f) => `${f.sample_id} ${pct(f.before, 0)} → ${pct(f.window, 0)}`).join(", ")}`);
+  }
+  return h("div", { id: "drift-note", class: `small ${shown ? "failed" : d.status === "compared" ? "completed" : "mute"}`,
+                    "data-status": d.status, "data-shown": shown ? String(shown) : "" },
+    ...lines.map((t) => h("div", { text: t })));
+}
+
+function driftHeadline(d) {
+  const c = d.change, e = d.evidence;
+  if (d.status === "off") return `drift: not checked (${d.reason})`;
+  if (d.status === "reference") return `drift: this measure is the reference from now on (${d.reason})`;
+  const iv = `${signedPct(c.estimate)} [${signedPct(c.low)}, ${signedPct(c.high)}]`;
+  if (e.first_shown) return `drift: ${iv} against the reference: a drop shown on night ${e.first_shown}`;
+  return `no drift shown (drop < ${pct(Math.max(0, -c.low))} with 95% confidence): tonight ${iv} against the reference` +
+    (e.shown === "gain" ? "; a gain shown (reported, not an error)" : "");
+}
+
+// An e-value from its log: 0.31, 54, 5.4e+4 (they outgrow floats).
+function evidence(logv) {
+  if (typeof logv !== "number") return "-";
+  if (logv < Math.log(1e6)) { const v = Math.exp(logv); return v < 100 ? v.toPrecision(2) : String(Math.round(v)); }
+  const ex = logv / Math.LN10;
+  return ex < 300 ? Math.exp(logv).toExponential(1) : `1e+${Math.round(ex)}`;
+}
+
+// Each night's change against the drift reference with its 95% interval, the reference measures
+// and the night a drop was shown: a second chart under the pass-rate history.
+function renderDrift(points, X, W) {
+  const nights = points.map((p, k) => ({ p, k })).filter(({ p }) => p.drift && p.drift.status === "compared" &&
+    typeof p.drift.estimate === "number");
+  if (!nights.length) return null;
+  const H = 150, T = 18, B = 18, L = 44, R = 12;
+  let lo = Math.min(0, ...nights.map(({ p }) => p.drift.low)), hi = Math.max(0, ...nights.map(({ p }) => p.drift.high));
+  const axis = niceTicks(Math.max(-1, lo - 0.01), Math.min(1, hi + 0.01), 4);
+  lo = axis.lo; hi = axis.hi;
+  const Y = (v) => T + (1 - (v - lo) / (hi - lo)) * (H - T - B);
+  const shown = nights.filter(({ p }) => p.drift.drop_shown);
+  const svg = s("svg", { class: "drift", viewBox: `0 0 ${W} ${H}`, role: "img",
+                         "aria-label": "change against the drift reference by measurement",
+                         "data-nights": nights.length, "data-shown": shown.length ? String(shown[0].p.drift.first_shown) : "" });
+  for (const v of axis.ticks) {
+    if (v < lo - 1e-9 || v > hi + 1e-9) continue;
+    svg.append(s("line", { class: "tick", x1: L, x2: W - R, y1: Y(v), y2: Y(v) }),
+               s("text", { class: "ytick", x: L - 6, y: Y(v) + 4, "text-anchor": "end", text: signedPct(v).replace(".0%", "%") }));
+  }
+  svg.append(s("line", { class: "zero", x1: L, x2: W - R, y1: Y(0), y2: Y(0) }),
+             s("text", { x: L + 6, y: T - 6, text: "tonight against the reference, 95% interval" }));
+  const first = shown.find(({ p }) => p.drift.night === p.drift.first_shown) || shown[0];
+  if (first) {
+    const x = X(first.k);
+    const right = x > W / 2;  // the label on the side with room
+    svg.append(s("line", { class: "drift-shown", x1: x, x2: x, y1: T, y2: H - B }),
+               s("text", { class: "drift-label", x: right ? x - 4 : x + 4, y: H - 4, "text-anchor": right ? "end" : "start",
+                           text: `drift shown (night ${first.p.drift.first_shown})` }));
+  }
+  for (const { p, k } of nights) {
+    const d = p.drift, x = X(k), bad = d.drop_shown;
+    svg.append(s("line", { class: `interval${bad ? " shown" : ""}`, x1: x, x2: x, y1: Y(d.high), y2: Y(d.low) }),
+      s("circle", { class: `night${bad ? " shown" : ""}`, cx: x, cy: Y(d.estimate), r: 3.5 },
+        s("title", { text: `night ${d.night}: ${signedPct(d.estimate)} [${signedPct(d.low)}, ${signedPct(d.high)}]` +
+                           `${bad ? ` · drift shown on night ${d.first_shown}` : ""}` })));
+  }
+  return svg;
 }
 
 function renderHistory() {
@@ -1193,6 +1272,15 @@ function renderHistory() {
     svg.append(s("circle", { class: `point${mine ? " new" : ""}`, cx: X(k), cy: Y(p.pass_rate), r: mine ? 5 : 3.5 },
       s("title", { text: `${new Date(p.measured_at).toLocaleString()}: ${pct(p.pass_rate)} [${pct(p.lower)}, ${pct(p.upper)}]` })));
   });
+  // the drift references: a diamond where one was measured
+  const refs = points.map((p, k) => ({ p, k })).filter(({ p }) => p.drift && p.drift.status === "reference");
+  for (const { p, k } of refs) {
+    const x = X(k), y = Y(p.pass_rate);
+    svg.append(s("rect", { class: "reference", x: x - 6, y: y - 6, width: 12, height: 12, transform: `rotate(45 ${x} ${y})` },
+      s("title", { text: `drift reference: ${p.drift.headline}` })),
+      s("text", { class: "reference-label", x, y: y - 10, "text-anchor": k === 0 ? "start" : "middle", text: "reference" }));
+  }
+  box.dataset.references = String(refs.length);
   const first = new Date(points[0].measured_at), lastAt = new Date(points[n - 1].measured_at);
   const day = first.toDateString() === lastAt.toDateString();
   const label = (d) => (day ? d.toLocaleTimeString() : d.toLocaleDateString());
@@ -1202,7 +1290,9 @@ function renderHistory() {
     (typeof c.before === "number" && typeof c.after === "number"
       ? `: ${int(c.before)} → ${int(c.after)} tokens per evaluation` : "") }));
   box.dataset.changes = String(changes.length);
-  box.replaceChildren(svg, ...(notes.length ? [h("ul", { class: "changes small" }, ...notes)] : []));
+  const drift = renderDrift(points, X, W);
+  box.dataset.drift = drift ? drift.dataset.shown || "none" : "";
+  box.replaceChildren(svg, ...(drift ? [drift] : []), ...(notes.length ? [h("ul", { class: "changes small" }, ...notes)] : []));
 }
 
 // -- controls ---------------------------------------------------------------------------------
