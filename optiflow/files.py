@@ -104,7 +104,7 @@ def parse_yaml(text: str, source: str) -> Any:
     loader = _yaml_loader(text)
     try:
         _check_events(text, source, loader)
-        return check_document(yaml.load(text, Loader=loader), source)  # noqa: S506 (a safe loader)
+        return check_document(yaml.load(text, Loader=loader), source)  # a safe loader
     except RecursionError:  # PyYAML composes recursively: a few hundred levels exhaust the stack
         raise ValidationError(f"nested deeper than {MAX_DEPTH} levels", field=source) from None
     except yaml.YAMLError as exc:
@@ -250,7 +250,9 @@ def _csv_rows(p: Path) -> list[dict[str, Any]]:
     try:
         return _read_csv(p)
     except csv.Error as exc:  # a field over csv.field_size_limit() (128 KB), a NUL in a field ...
-        raise ValidationError(f"invalid CSV: {exc} (a long input reads better from JSONL)", field=str(p)) from None
+        raise ValidationError(
+            f"invalid CSV: {exc} (long inputs read better from JSONL)", field=str(p)
+        ) from None
 
 
 def _read_csv(p: Path) -> list[dict[str, Any]]:

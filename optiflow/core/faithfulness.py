@@ -56,12 +56,13 @@ _STOP = frozenset(
     such more most less own both either neither nor too s t don't i'm it's you're let's""".split()  # noqa: SIM905
 )
 
+
 class Searcher(Protocol):
     def search(self, text: str) -> re.Match[str] | None: ...
 
 
 class _Question:
-    """``\b(?:do you|would you like|can you|could you) [^.?!]*\?`` (a question to the user), in
+    r"""``\b(?:do you|would you like|can you|could you) [^.?!]*\?`` (a question to the user), in
     time linear in the text. Run from every lead-in, the pattern rescans to the next sentence end
     from each: ``"do you " * 32000`` cost 46 s with the GIL held (issue 27). Every lead-in before a
     sentence end meets that same end, so one look at it decides them all: the match is the first

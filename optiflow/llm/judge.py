@@ -26,9 +26,10 @@ Answer with JSON only: {{"score": <number from 0 to 1>, "reason": "<one short se
 # free to start anywhere in a run and give digits back rescanned the run from each of its digits
 # (a reply of 1,000 digits: 0.1 s; issue 27). Neither changes a match: a match inside a run has
 # one at its start, and no digit given back can be followed by what follows a number here.
-_NUM = r"(?<!\d)(-?\d++(?:\.\d++)?)"
+_NUM = r"(-?(?<!\d)\d++(?:\.\d++)?)"
 _KEYED = re.compile(
-    rf"(?:score|rating|grade)[\"'*]*+\s*+(?:(?:[:=]|\bis\b|\bof\b)\s*+)?{_NUM}(?:\s*+(?:/|out of)\s*+{_NUM})?",
+    rf"(?:score|rating|grade)[\"'*]*+\s*+(?:(?:[:=]|\bis\b|\bof\b)\s*+)?{_NUM}"
+    rf"(?:\s*+(?:/|out of)\s*+{_NUM})?",
     re.I,
 )
 _FRACTION = re.compile(rf"{_NUM}\s*(?:/|out of)\s*{_NUM}", re.I)
@@ -67,7 +68,7 @@ def _scale(value: float, denominator: float | None = None) -> float:
 
 
 def _objects(text: str) -> list[str]:
-    """What ``re.finditer(r"\{.*?\}", text, re.S)`` finds (each ``{`` to the next ``}``), by string
+    r"""What ``re.finditer(r"\{.*?\}", text, re.S)`` finds (each ``{`` to the next ``}``), by string
     search: the pattern rescans to the end of the text from every unclosed ``{``."""
     out: list[str] = []
     i = text.find("{")

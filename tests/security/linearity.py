@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tests.security.text_corpus import Family
+from tests.security.text_corpus import Family, repeat
 from tests.security.text_readers import Reader
 
 MB = 1 << 20
@@ -35,7 +35,6 @@ SLACK = 2.5
 SCANS_PER_MB = 40
 """The per-megabyte budget in trivial linear scans of a megabyte (about 25 ms each on an idle core
 of this machine: one second)."""
-
 
 
 @dataclass(frozen=True)
@@ -181,9 +180,23 @@ def _per_mb(top: int, base: int, t_top: float, t_base: float) -> float:
     return t_top * MB / top
 
 
-def families_for(reader: Reader, generic: tuple[Family, ...], derive: Callable[..., list[Family]]) -> list[Family]:
+def families_for(
+    reader: Reader, generic: tuple[Family, ...], derive: Callable[..., list[Family]]
+) -> list[Family]:
+    """The generic families (lone surrogates only for a reader that can get them), the reader's own
+    corpus, and the families derived from its patterns."""
     fams = [f for f in generic if reader.surrogates or not f.surrogates]
-    return fams + derive(reader.derive)
+    own = [Family(f"own {unit[:30]!r}", repeat(unit)) for unit in reader.corpus]
+    return fams + own + derive(reader.derive)
 
 
-__all__ = ["QUICK", "THOROUGH", "Measured", "Scale", "budget_per_mb", "families_for", "measure", "scan_seconds_per_mb"]
+__all__ = [
+    "QUICK",
+    "THOROUGH",
+    "Measured",
+    "Scale",
+    "budget_per_mb",
+    "families_for",
+    "measure",
+    "scan_seconds_per_mb",
+]

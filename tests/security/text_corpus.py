@@ -23,7 +23,7 @@ import ast
 import inspect
 import random
 import re
-import re._constants as C  # noqa: N812 (the parser's opcode names)
+import re._constants as C
 import re._parser as sre_parse
 import types
 from collections.abc import Callable, Iterator
@@ -91,10 +91,41 @@ def _distinct_words(n: int) -> str:
 
 def _sentence(n: int) -> str:
     """One sentence of ``n`` characters: ordinary words, no sentence end until the last."""
-    vocabulary = (
-        "the customer asks about a refund and you reply with the code when it is below the limit "
-        "questions about billing are filed under the label please note that it is important to"
-    ).split()
+    vocabulary = [
+        "the",
+        "customer",
+        "asks",
+        "about",
+        "a",
+        "refund",
+        "and",
+        "you",
+        "reply",
+        "with",
+        "the",
+        "code",
+        "when",
+        "it",
+        "is",
+        "below",
+        "the",
+        "limit",
+        "questions",
+        "about",
+        "billing",
+        "are",
+        "filed",
+        "under",
+        "the",
+        "label",
+        "please",
+        "note",
+        "that",
+        "it",
+        "is",
+        "important",
+        "to",
+    ]
     rng = random.Random(3)
     parts: list[str] = []
     size = 0
@@ -237,7 +268,9 @@ def _example(seq: list[tuple[object, object]], variant: int) -> str:
             out.append(_example(_atoms(av[-1]), variant))  # type: ignore[index]
         elif op is C.ATOMIC_GROUP:
             out.append(_example(_atoms(av), variant))  # type: ignore[arg-type]
-        # AT (anchors), ASSERT / ASSERT_NOT (lookaround), GROUPREF: no text of their own
+        elif op is C.AT and av is C.AT_BOUNDARY and "".join(out)[-1:].isalnum():
+            out.append(" ")  # a word boundary after a word: a blank makes one
+        # other anchors, ASSERT / ASSERT_NOT (lookaround), GROUPREF: no text of their own
     return "".join(out)
 
 
@@ -273,27 +306,100 @@ def examples(pattern: str, flags: int = 0, *, whole: bool = False) -> list[str]:
     return out
 
 
-def _joined(example: str) -> str:
-    """The unit a derived block repeats: a word-like example gets a space after it."""
+def _joined(example: str, anchored: bool) -> str:
+    """The unit a derived block repeats: each on a line of its own for a pattern anchored at a line
+    start; else a word-like example gets a space after it."""
+    if anchored:
+        return example + "\n"
     return example + " " if example[-1:].isalnum() else example
 
 
+def _anchored(pattern: str, flags: int) -> bool:
+    try:
+        parsed = sre_parse.parse(pattern, flags)
+    except re.error:
+        return False
+    return bool(parsed) and parsed[0][0] is C.AT and parsed[0][1] in (C.AT_BEGINNING, C.AT_BEGINNING_STRING)
+
+
+_REPEATS = (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT)
+MAX_RUNS = 4
+"""Overlapping-repeat families per pattern at most."""
+
+
+def _accepts(item: sre_parse.SubPattern, ch: str, flags: int) -> bool:
+    try:
+        return re._compiler.compile(item, flags).fullmatch(ch) is not None  # type: ignore[attr-defined]
+    except (re.error, TypeError, ValueError):
+        return False
+
+
+def runs(pattern: str, flags: int = 0) -> list[str]:
+    """For each repeat followed (later in the pattern) by another repeat whose character it also
+    takes (``\\s*X?\\s*``, ``[^#]*?[ \\t]*$``): the text before the first, one character of its own,
+    then the shared character, to be run long. Two repeats that share a character split a long
+    run of it in every way before the pattern fails."""
+    try:
+        parsed = sre_parse.parse(pattern, flags)
+        seq = _words(_atoms(parsed))
+    except re.error:
+        return []
+    found: dict[str, None] = {}
+    for variant in range(_branching(seq)):
+        for k, (op, av) in enumerate(seq):
+            if op not in _REPEATS:
+                continue
+            own = _example(_atoms(av[2]), variant)[:1]  # type: ignore[index]
+            for o, a in seq[k + 1 :]:  # the next repeat the text can reach without a fixed part
+                if o is C.AT:
+                    continue
+                if o not in _REPEATS:
+                    break
+                shared = _example(_atoms(a[2]), variant)[:1]  # type: ignore[index]
+                if shared and own and _accepts(av[2], shared, parsed.state.flags):  # type: ignore[index]
+                    found[_example(seq[:k], variant) + own + "\0" + shared] = None
+                    break
+                if a[0] > 0:  # type: ignore[index]
+                    break
+    return list(found)[:MAX_RUNS]
+
+
+def _run(unit: str) -> Callable[[int], str]:
+    """``unit`` (prefix, own character, NUL, shared character): the prefix and its character, then
+    the shared character to the end, where a ``!`` and a line break end it (a run the pattern's
+    tail then refuses)."""
+    head, ch = unit.split("\0")
+
+    def make(n: int) -> str:
+        return (head + ch * n)[: max(0, n - 2)] + "!\n"
+
+    return make
+
+
 def derived(pattern: str, flags: int = 0, name: str = "") -> list[Family]:
-    """The pattern's families: its prefixes repeated, and its whole matches repeated."""
+    """The pattern's families: its prefixes repeated, its whole matches repeated, and each of its
+    overlapping repeats run long."""
     out = []
+    label = name or pattern[:40]
+    anchored = _anchored(pattern, flags)
     for whole in (False, True):
-        units = [_joined(e) for e in examples(pattern, flags, whole=whole)]
+        units = [_joined(e, anchored) for e in examples(pattern, flags, whole=whole)]
         if units:
-            what = "matches" if whole else "prefixes"
-            out.append(Family(f"{what} of {name or pattern[:40]!r}", blocks(units)))
+            out.append(Family(f"{'matches' if whole else 'prefixes'} of {label!r}", blocks(units)))
+    for unit in runs(pattern, flags):
+        out.append(Family(f"run {unit.replace(chr(0), '')[-24:]!r} of {label!r}", _run(unit)))
     return out
 
 
 # -- a module's patterns ---------------------------------------------------------------------------
-_RE_FUNCTIONS = frozenset({"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"})
+_RE_FUNCTIONS = frozenset(
+    {"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"}
+)
 
 
 def _compiled(value: object, depth: int = 0) -> Iterator[re.Pattern[str]]:
+    """The compiled patterns in ``value``: itself, or inside its tuples, mappings, dataclasses,
+    class attributes and instance attributes (a few levels deep)."""
     if depth > 3:
         return
     if isinstance(value, re.Pattern):
@@ -307,6 +413,13 @@ def _compiled(value: object, depth: int = 0) -> Iterator[re.Pattern[str]]:
     elif is_dataclass(value) and not isinstance(value, type):
         for f in fields(value):
             yield from _compiled(getattr(value, f.name), depth + 1)
+    elif isinstance(value, type) and value.__module__.startswith("optiflow."):
+        for item in list(vars(value).values()):
+            yield from _compiled(item, depth + 1)
+    elif type(value).__module__.startswith("optiflow.") and hasattr(value, "__dict__"):
+        yield from _compiled(type(value), depth + 1)
+        for item in list(vars(value).values()):
+            yield from _compiled(item, depth + 1)
 
 
 def module_patterns(module: types.ModuleType) -> list[tuple[str, int]]:
@@ -362,4 +475,4 @@ def composite(families: list[Family]) -> Family:
     return Family(f"all {len(families)} families", make)
 
 
-__all__ = ["GENERIC", "composite", "Family", "derived", "examples", "families_of", "module_patterns"]
+__all__ = ["GENERIC", "Family", "composite", "derived", "examples", "families_of", "module_patterns"]

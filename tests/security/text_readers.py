@@ -93,6 +93,8 @@ class Reader:
     prepare: Callable[[str], Any] = field(default=lambda text: text)
     setup: Callable[[], None] = field(default=lambda: None)
     raises: tuple[type[BaseException], ...] = ALLOWED
+    corpus: tuple[str, ...] = ()
+    """Units of its own families (each repeated), for paths the generic and derived ones miss."""
     budget: float = 1.0
     """Its per-megabyte budget, in multiples of the common one (one second on an idle machine)."""
     surrogates: bool = False
@@ -255,7 +257,9 @@ READERS: Sequence[Reader] = (
         "section bodies as $ templates",
         (_M.core.prompt,),
     ),
-    Reader("prompt.render (input)", lambda t: _prompt("${input}").render(t), "sample inputs", (_M.core.prompt,)),
+    Reader(
+        "prompt.render (input)", lambda t: _prompt("${input}").render(t), "sample inputs", (_M.core.prompt,)
+    ),
     Reader(
         "admission.check_templates",
         lambda t: _M.admission.check_templates({("task",): t}, t),
@@ -305,9 +309,19 @@ READERS: Sequence[Reader] = (
         budget=YAML_BUDGET,
     ),
     Reader(
-        "files.load_dataset (jsonl)", _M.files.load_dataset, "JSONL datasets", (_M.files,), prepare=_dataset_file(".jsonl")
+        "files.load_dataset (jsonl)",
+        _M.files.load_dataset,
+        "JSONL datasets",
+        (_M.files,),
+        prepare=_dataset_file(".jsonl"),
     ),
-    Reader("files.load_dataset (csv)", _M.files.load_dataset, "CSV datasets", (_M.files,), prepare=_dataset_file(".csv")),
+    Reader(
+        "files.load_dataset (csv)",
+        _M.files.load_dataset,
+        "CSV datasets",
+        (_M.files,),
+        prepare=_dataset_file(".csv"),
+    ),
     Reader(
         "files.load_dataset (yaml)",
         _M.files.load_dataset,
@@ -340,7 +354,13 @@ READERS: Sequence[Reader] = (
         (_M.llm.simulated, _M.llm.noise),
         setup=_clear_sim,
     ),
-    Reader("sim: answer (user)", _sim(ORIGINAL, "{}"), "sample inputs", (_S._WORD, _S._OBSERVATION), setup=_clear_sim),
+    Reader(
+        "sim: answer (user)",
+        _sim(ORIGINAL + " When the health is below 0.5, reply with code FLEE.", "{}"),
+        "sample inputs",
+        (_S._WORD, _S._OBSERVATION),
+        setup=_clear_sim,
+    ),
     Reader("sim: compress", _sim(COMPRESS_MARKER, "{}"), "section bodies", _SENTENCES, setup=_clear_sim),
     Reader(
         "sim: extract",
@@ -362,7 +382,13 @@ READERS: Sequence[Reader] = (
         (_S.HINT_RE, _S._HINT_LEAD, _S._HINT_TAIL, _S._VARIANT, _S._WORD, _S._TOPIC_STOP),
         setup=_clear_sim,
     ),
-    Reader("sim: pass_dist", _M.llm.noise.parse_pass_dist, "the sim_pass_dist param", (_M.llm.noise,), raises=(ValueError,)),
+    Reader(
+        "sim: pass_dist",
+        _M.llm.noise.parse_pass_dist,
+        "the sim_pass_dist param",
+        (_M.llm.noise,),
+        raises=(ValueError,),
+    ),
     # faithfulness of a compression proposal
     Reader(
         "faithfulness.check (proposal)",
@@ -394,11 +420,19 @@ READERS: Sequence[Reader] = (
     ),
     Reader("extract.chosen", lambda t: chosen(t, 1000), "a model's reply", (_M.core.compress.extract,)),
     # the rule-based compressor, relevance
-    Reader("rules.compress_text", _M.core.compress.rules.compress_text, "section bodies", (_M.core.compress.rules,)),
+    Reader(
+        "rules.compress_text",
+        _M.core.compress.rules.compress_text,
+        "section bodies",
+        (_M.core.compress.rules,),
+        corpus=("Please note that ${a} is due to the fact that ${b}. ", "in order to${a}in order to "),
+    ),
     Reader("relevance.words", _M.core.relevance.words, "sample inputs", (_M.core.relevance,)),
     Reader("relevance.probe", _relevance, "section bodies, sample inputs", (_M.core.relevance,)),
     # token counting
-    Reader("tokens.count_tokens", _M.llm.tokens.count_tokens, "every text a model reads", setup=_clear_tokens),
+    Reader(
+        "tokens.count_tokens", _M.llm.tokens.count_tokens, "every text a model reads", setup=_clear_tokens
+    ),
     Reader(
         "tokens.count_tokens (o200k)",
         lambda t: _M.llm.tokens.count_tokens(t, "gpt-4o"),
@@ -411,14 +445,13 @@ READERS: Sequence[Reader] = (
         "params: block parse",
         BLOCK.parse,
         "the parameter block section",
-        (_M.core.optimize.params,),
-        raises=(OptiflowError,),
+        (_M.core.optimize.params, BLOCK._line("limit")),
     ),
     Reader(
         "params: block render",
         lambda t: BLOCK.render(t + "\nlimit: 0.5\n", {"limit": 0.25}),
         "the parameter block section",
-        (_M.core.optimize.params,),
+        (_M.core.optimize.params, BLOCK._line("limit")),
     ),
     Reader(
         "demonstrations: render and find",
@@ -433,7 +466,12 @@ READERS: Sequence[Reader] = (
         (_M.core.optimize.demonstrations,),
     ),
     # what terminals and answers show
-    Reader("console.boxed", lambda t: _M.interfaces.console.boxed("title", t), "reports", (_M.interfaces.console,)),
+    Reader(
+        "console.boxed",
+        lambda t: _M.interfaces.console.boxed("title", t),
+        "reports",
+        (_M.interfaces.console,),
+    ),
     Reader(
         "cli.printable", _M.interfaces.cli._common.printable, "names and ids", (_M.interfaces.cli._common,)
     ),
