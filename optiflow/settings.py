@@ -115,6 +115,9 @@ class Settings(BaseSettings):
     max_sample_runs: int = Field(
         default=20_000, ge=1, description="samples x runs of one evaluation of a job's candidate"
     )
+    max_job_evaluations: int = Field(
+        default=1_000_000, ge=1, description="samples x runs x candidates of one job (its most runs counted)"
+    )
     max_iterations: int = Field(default=100, ge=1, description="largest max_iterations of an optimize job")
 
     @field_validator("allowed_hosts", "allowed_models", mode="before")
@@ -132,7 +135,11 @@ class Settings(BaseSettings):
         """The caps every job document is checked against (:func:`optiflow.core.limits.check_limits`)."""
         from optiflow.core.limits import JobLimits
 
-        return JobLimits(max_sample_runs=self.max_sample_runs, max_iterations=self.max_iterations)
+        return JobLimits(
+            max_sample_runs=self.max_sample_runs,
+            max_job_evaluations=self.max_job_evaluations,
+            max_iterations=self.max_iterations,
+        )
 
     @property
     def distributed(self) -> bool:
