@@ -71,7 +71,7 @@ def _check_optimize(spec: OptimizeSpec) -> None:
         if points > MAX_GRID_POINTS:
             sizes = " x ".join(f"{len(v)} ({k})" for k, v in opt.space.items())
             raise ValidationError(
-                f"{sizes} = {points:,} points, above the limit of {MAX_GRID_POINTS:,} (a grid is listed whole)",
+                f"{sizes} = {points:,} points, above the limit of {MAX_GRID_POINTS:,} (a grid is listed)",
                 field="optimizer.space",
             )
     elif isinstance(opt, RandomSearchSpec) and not 0 <= opt.seed <= MAX_SEED:
@@ -116,7 +116,8 @@ def check_sim_latencies(spec: AnySpec) -> None:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValidationError(f"expected a number of milliseconds, got {value!r}", field=field)
         if not 0 <= value <= MAX_SIM_LATENCY_MS:
-            raise ValidationError(f"must be between 0 and {MAX_SIM_LATENCY_MS:g} ms, got {value:g}", field=field)
+            message = f"must be between 0 and {MAX_SIM_LATENCY_MS:g} ms, got {value:g}"
+            raise ValidationError(message, field=field)
 
 
 def _models(spec: AnySpec) -> Iterator[tuple[str, str]]:
@@ -164,7 +165,7 @@ def _refuse(field: str, model: str, where: str) -> None:
     name = next(p for p in reversed(field.split(".")) if p.startswith("sim_"))
     raise ValidationError(
         f"{name} is an option of the simulated model ({SIM_PREFIX}...), but this job can run {model!r} "
-        f"({where}), and litellm would send it to that provider: set sim_* params only with a simulated model",
+        f"({where}), and litellm would send it to that provider: sim_* params are for simulated models",
         field=field,
     )
 

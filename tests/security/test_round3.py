@@ -77,8 +77,8 @@ def test_a_format_string_template_is_refused_saying_how_to_write_it(
 
 
 def test_an_old_plain_template_keeps_its_meaning(serve: Serve, client: Client) -> None:
-    from optiflow.core.optimize.demonstrations import DemonstrationsSpec, render_demonstrations
     from optiflow.core.dataset import Sample
+    from optiflow.core.optimize.demonstrations import DemonstrationsSpec, render_demonstrations
 
     old = DemonstrationsSpec.model_validate({"section": "x", "template": "Q: {input} {{A}}: {expected}"})
     assert old.template == "Q: ${input} {A}: ${expected}"
@@ -91,8 +91,8 @@ def test_an_old_plain_template_keeps_its_meaning(serve: Serve, client: Client) -
 
 
 def test_a_dataset_cannot_set_a_width_and_values_are_cut(serve: Serve, client: Client) -> None:
-    from optiflow.core.optimize.demonstrations import DemonstrationsSpec, render_demonstrations
     from optiflow.core.dataset import Sample
+    from optiflow.core.optimize.demonstrations import DemonstrationsSpec, render_demonstrations
 
     spec = DemonstrationsSpec.model_validate({"section": "x", "max_value_chars": 10})
     shot = render_demonstrations(spec, [Sample(id="a", input="y" * 50, expected="300000000")])
