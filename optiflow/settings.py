@@ -112,6 +112,21 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=10 * 1024 * 1024, ge=1024, description="largest HTTP request body (413 above it)"
     )
+    http_header_timeout_s: float = Field(
+        default=10, gt=0, le=3600, description="a request's headers must arrive within this (else closed)"
+    )
+    http_body_timeout_s: float = Field(
+        default=60, gt=0, le=3600, description="a request's body must arrive within this (else closed)"
+    )
+    http_max_bodies: int = Field(
+        default=8, ge=1, le=10_000, description="job documents read at once (503 above: each may hold a body)"
+    )
+    http_max_streams: int = Field(
+        default=200, ge=1, le=100_000, description="event streams (SSE) open at once (503 above)"
+    )
+    http_max_connections: int = Field(
+        default=1000, ge=1, le=100_000, description="connections the server holds at once (closed above)"
+    )
     max_sample_runs: int = Field(
         default=20_000, ge=1, description="samples x runs of one evaluation of a job's candidate"
     )

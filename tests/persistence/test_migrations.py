@@ -100,7 +100,7 @@ def test_ensure_migrated_refuses_an_empty_database(db_url: str) -> None:
 def test_ensure_migrated_refuses_another_revision(db_url: str) -> None:
     upgrade(db_url)
     execute(db_url, f"UPDATE {VERSION_TABLE} SET version_num = '0000'")
-    with pytest.raises(DatabaseNotMigratedError, match=r"at revision 0000, this optiflow needs 0001"):
+    with pytest.raises(DatabaseNotMigratedError, match=rf"at revision 0000, this optiflow needs {HEAD}"):
         ensure_migrated(db_url)
 
 
@@ -217,15 +217,15 @@ def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cli_runner: Cli) -> Cli
 
 def test_db_commands(cli: Cli, db_url: str) -> None:
     code, out, _ = cli("db", "current", "--url", db_url)
-    assert code == 0 and "not migrated (head 0001: run `optiflow db upgrade`)" in out
+    assert code == 0 and f"not migrated (head {HEAD}: run `optiflow db upgrade`)" in out
     code, _, err = cli("db", "current", "--url", db_url, "--check")
     assert code == 2 and "error[db_not_migrated]" in err
     code, out, _ = cli("db", "upgrade", "--url", db_url)
-    assert code == 0 and out.strip().endswith("upgraded empty database -> 0001")
+    assert code == 0 and out.strip().endswith(f"upgraded empty database -> {HEAD}")
     code, out, _ = cli("db", "upgrade", "--url", db_url)
-    assert code == 0 and out.strip().endswith("already at 0001")
+    assert code == 0 and out.strip().endswith(f"already at {HEAD}")
     code, out, _ = cli("db", "current", "--url", db_url, "--check")
-    assert code == 0 and "0001 (head 0001: up to date)" in out
+    assert code == 0 and f"{HEAD} (head {HEAD}: up to date)" in out
 
 
 def test_db_commands_default_to_the_local_sqlite_file(cli: Cli, tmp_path: Path) -> None:
@@ -234,7 +234,7 @@ def test_db_commands_default_to_the_local_sqlite_file(cli: Cli, tmp_path: Path) 
     assert code == 0 and "not migrated" in out and str(db) in out
     assert not db.parent.exists()  # reading created nothing
     code, out, _ = cli("db", "upgrade")
-    assert code == 0 and "-> 0001" in out
+    assert code == 0 and f"-> {HEAD}" in out
     assert current_revision(f"sqlite:///{db}") == HEAD
 
 

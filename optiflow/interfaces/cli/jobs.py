@@ -398,7 +398,7 @@ def resume(job_id: str, force: bool, wait_: bool, timeout: float | None) -> None
 def jobs_command(status_: str | None) -> None:
     """List recent jobs."""
     with _client() as client:
-        for rec in client.runtime.jobs.list(status_):
+        for rec in client.runtime.jobs.summaries(status_):  # summary columns only
             echo(f"{rec.id}  {rec.status:<9} {rec.kind:<8} {rec.name}  {rec.created_at:%Y-%m-%d %H:%M:%S}")
 
 
