@@ -377,8 +377,9 @@ def _run(unit: str) -> Callable[[int], str]:
 
 
 def derived(pattern: str, flags: int = 0, name: str = "") -> list[Family]:
-    """The pattern's families: its prefixes repeated, its whole matches repeated, and each of its
-    overlapping repeats run long."""
+    """The pattern's families: its prefixes repeated (each in a block of its own, and all in turn
+    over the whole text: a scan from every lead-in to a tail that never comes is quadratic in the
+    run of lead-ins), its whole matches repeated, and each of its overlapping repeats run long."""
     out = []
     label = name or pattern[:40]
     anchored = _anchored(pattern, flags)
@@ -386,6 +387,8 @@ def derived(pattern: str, flags: int = 0, name: str = "") -> list[Family]:
         units = [_joined(e, anchored) for e in examples(pattern, flags, whole=whole)]
         if units:
             out.append(Family(f"{'matches' if whole else 'prefixes'} of {label!r}", blocks(units)))
+        if units and not whole and len(units) > 1:  # every prefix in turn, the whole text long
+            out.append(Family(f"mixed prefixes of {label!r}", repeat("".join(units))))
     for unit in runs(pattern, flags):
         out.append(Family(f"run {unit.replace(chr(0), '')[-24:]!r} of {label!r}", _run(unit)))
     return out

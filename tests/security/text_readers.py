@@ -54,7 +54,7 @@ from optiflow.core.checks import (
     RegexCheck,
     run_check,
 )
-from optiflow.core.compress.extract import chosen, numbered, pieces, rebuild
+from optiflow.core.compress.extract import Piece, chosen, numbered, pieces, rebuild
 from optiflow.core.dataset import Sample
 from optiflow.core.faithfulness import FaithfulnessContext, context_for
 from optiflow.core.faithfulness import check as faithful
@@ -230,6 +230,13 @@ def _template(text: str) -> object:
     return render_demonstrations(spec, _sample("x"))
 
 
+def _pieces(text: str) -> tuple[Piece, ...]:
+    """Many pieces, as a body of short clauses makes them (``extract.pieces``, the splitter, is timed
+    on its own): one per word, a new line every few, built without validation so that preparing a
+    megabyte is not the test's cost."""
+    return tuple(Piece.model_construct(text=w, line=i // 4) for i, w in enumerate(text.split(" ")))
+
+
 def _clear_tokens() -> None:
     optiflow.llm.tokens._COUNTS.clear()
 
@@ -395,6 +402,7 @@ READERS: Sequence[Reader] = (
         lambda t: faithful(ORIGINAL, t, CONTEXT),
         "proposals",
         (_M.core.faithfulness,),
+        corpus=("do you ",),  # issue 27: "do you " x 32000 held the GIL for 46 s
     ),
     Reader(
         "faithfulness.check (two texts)",
@@ -416,7 +424,8 @@ READERS: Sequence[Reader] = (
         lambda ps: (numbered(ps), rebuild(ps, range(1, len(ps) + 1, 2))),
         "section bodies",
         (_M.core.compress.extract,),
-        prepare=pieces,
+        prepare=_pieces,
+        corpus=("${a}; ", "Keep this rule; "),
     ),
     Reader("extract.chosen", lambda t: chosen(t, 1000), "a model's reply", (_M.core.compress.extract,)),
     # the rule-based compressor, relevance
