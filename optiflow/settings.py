@@ -156,6 +156,19 @@ class Settings(BaseSettings):
             max_iterations=self.max_iterations,
         )
 
+    def ensure_home(self) -> Path:
+        """``home``, created if needed; ConfigError naming ``OPTIFLOW_HOME`` when it cannot be (a
+        traceback said it before: ``OPTIFLOW_HOME=/proc/1/nope optiflow jobs``, issue 27)."""
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create {str(self.home)!r}: {exc.strerror or exc} (the folder for the local "
+                "database and store; point OPTIFLOW_HOME at a writable one)",
+                field="OPTIFLOW_HOME",
+            ) from None
+        return self.home
+
     @property
     def distributed(self) -> bool:
         return bool(self.broker_url or self.redis_url)

@@ -198,3 +198,46 @@ def test_the_limits_multiply_candidates() -> None:
         "4 samples x 1 runs (eval_runs) x 8 candidates (2 + 2 iterations x 3 per step) = 32"
         in info.value.message
     )
+
+
+# -- high 2, low 11: the control worker's arithmetic is bounded, and says what ran out ------------
+def test_the_power_figure_is_bounded_whatever_the_samples() -> None:
+    """Issue 27, high 2: one prediction at 20,000 samples took 62 s and detectable_drop makes 13."""
+    import random
+
+    from optiflow.core.gate.power import _predict, step_bound
+    from optiflow.core.gate.spec import GateSpec
+
+    rng = random.Random(27)
+    spec = GateSpec(mode="paired", first_runs=1, round_runs=50, max_runs=200, margin=0.002)
+    rates = [rng.betavariate(3.3, 3.3) for _ in range(20_000)]
+    point, steps = _predict(spec, rates, rates)  # a tiny margin keeps paths running every block
+    assert steps <= step_bound(spec) and 0 < point.accept < 1
+
+
+def test_the_power_figure_is_unchanged_on_the_benches_sizes() -> None:
+    """48 samples, max_runs 24 (bench/gate.py): the exact computation, as before the bound."""
+    import random
+
+    from optiflow.core.gate.power import detectable_drop, predict
+    from optiflow.core.gate.spec import GateSpec
+
+    rng = random.Random(3)
+    spec = GateSpec(
+        mode="paired", margin=0.10, alpha=0.05, beta=0.05, first_runs=3, round_runs=1, max_runs=24
+    )
+    rates = [rng.betavariate(3.3, 3.3) for _ in range(48)]
+    assert detectable_drop(spec, rates) == 0.0831298828125  # main before issue 27, bit for bit
+    assert predict(spec, rates, rates).accept == 0.9700162872306535
+
+
+def test_a_control_task_out_of_time_or_memory_says_what_ran_out() -> None:
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from optiflow.distributed.tasks import control_failure
+
+    timed_out = control_failure(SoftTimeLimitExceeded(), "advance", 300)
+    assert "'advance' ran over its time limit (300 s)" in timed_out and "gate.max_runs" in timed_out
+    assert "SoftTimeLimitExceeded()" not in timed_out
+    assert "ran out of memory" in control_failure(MemoryError(), "advance", 300)
+    assert control_failure(ValueError("x"), "start", 300) == "ValueError: x"
