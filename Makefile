@@ -66,7 +66,7 @@ bench-limits:  ## the example job against a 1,200 rpm provider, 1/2/4 eval worke
 bench-budget:  ## the hard job budget's cost on the hot path (0 ms, 1/2 eval workers) and its overspend; writes bench/budget_results.md
 	$(PY) -m bench.budget --out bench/budget_results.md
 
-bench-memory:  ## 200 measure jobs of 1 MB documents through a real eval worker: its RSS stays within 100 MB; writes bench/memory_results.md
+bench-memory:  ## 200 measure jobs of 1 MB documents through a real eval worker, and the API listing 100 jobs with 4 MB prompts: each RSS stays within 100 MB; writes bench/memory_results.md
 	$(PY) -m bench.memory --out bench/memory_results.md
 
 clean:

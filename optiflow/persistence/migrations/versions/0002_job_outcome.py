@@ -1,6 +1,7 @@
 """A finished job's outcome in a few words (``optiflow_jobs.outcome``), so listing jobs reads
 summary columns only, never every job's spec and result (issue 27). Finished jobs get theirs from
-their result, one row at a time.
+their result, one row at a time. An index on ``created_at`` lets a list of the newest jobs visit
+those rows only.
 
 Revision ID: 0002
 Revises: 0001
@@ -25,6 +26,7 @@ depends_on: str | None = None
 def upgrade() -> None:
     with op.batch_alter_table("optiflow_jobs") as batch:
         batch.add_column(sa.Column("outcome", sa.Text))
+    op.create_index("ix_optiflow_jobs_created_at", "optiflow_jobs", ["created_at"])
     bind = op.get_bind()
     jobs = sa.table("optiflow_jobs", sa.column("id"), sa.column("result"), sa.column("outcome"))
     ids = [row[0] for row in bind.execute(sa.select(jobs.c.id).where(jobs.c.result.is_not(None)))]
@@ -39,5 +41,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_optiflow_jobs_created_at", "optiflow_jobs")
     with op.batch_alter_table("optiflow_jobs") as batch:
         batch.drop_column("outcome")
