@@ -8,7 +8,7 @@ UV_VERSION ?= 0.13.9
 EXTRAS ?= --extra dev
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install uv demo test test-fast lint typecheck check check-deep bench bench-gate bench-optimize-noise chaos bench-limits bench-budget bench-memory format clean lock
+.PHONY: install uv demo test test-fast lint typecheck check check-deep bench bench-gate bench-optimize-noise chaos bench-limits bench-budget bench-memory bench-text-safety format clean lock
 
 uv:  ## uv itself, in its own small venv when the machine has none
 	@command -v uv >/dev/null 2>&1 || test -x $(VENV)-uv/bin/uv \
@@ -68,6 +68,9 @@ bench-budget:  ## the hard job budget's cost on the hot path (0 ms, 1/2 eval wor
 
 bench-memory:  ## 200 measure jobs of 1 MB documents through a real eval worker, and the API listing 100 jobs with 4 MB prompts: each RSS stays within 100 MB; writes bench/memory_results.md
 	$(PY) -m bench.memory --out bench/memory_results.md
+
+bench-text-safety:  ## every function that reads document text, on every adversarial family, up to 1 MB a text; writes bench/text_safety.md
+	$(PY) -m bench.text_safety --out bench/text_safety.md
 
 clean:
 	rm -rf .optiflow .pytest_cache .mypy_cache .ruff_cache

@@ -156,6 +156,20 @@ class Settings(BaseSettings):
             max_iterations=self.max_iterations,
         )
 
+    def check_home(self) -> Path:
+        """``home`` if it can be used, without creating anything: it is a writable folder, or the
+        nearest folder above it that exists is; ConfigError naming ``OPTIFLOW_HOME`` otherwise."""
+        path = self.home.resolve()
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        if existing is None or not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            why = "not a folder" if existing is not None and not existing.is_dir() else "not writable"
+            raise ConfigError(
+                f"cannot create {str(self.home)!r}: {existing} is {why} (the folder for the local "
+                "database and store; point OPTIFLOW_HOME at a writable one)",
+                field="OPTIFLOW_HOME",
+            )
+        return self.home
+
     def ensure_home(self) -> Path:
         """``home``, created if needed; ConfigError naming ``OPTIFLOW_HOME`` when it cannot be (a
         traceback said it before: ``OPTIFLOW_HOME=/proc/1/nope optiflow jobs``, issue 27)."""

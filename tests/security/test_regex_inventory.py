@@ -133,3 +133,22 @@ def test_the_named_reader_runs_its_patterns(reader_name: str) -> None:
         if reader == reader_name and not (_expected(module, owner, pattern) & used)
     ]
     assert not unused, f"{reader_name} never calls: {unused}"
+
+
+def test_no_format_string_comes_from_a_document() -> None:
+    """Templates are data: every ``str.format`` / ``format_map`` in ``optiflow/`` formats a string
+    literal or an UPPER_CASE module constant, never a value a document sets (a demonstrations
+    template was one: ``{input:>400000000}``, issue 27)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr not in ("format", "format_map"):
+                continue
+            target = node.func.value
+            literal = isinstance(target, ast.Constant) and isinstance(target.value, str)
+            constant = isinstance(target, ast.Name) and target.id.isupper()
+            if not (literal or constant):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)[:80]}")
+    assert not found, "format strings that are not constants:\n" + "\n".join(found)
