@@ -102,6 +102,8 @@ def test_a_dataset_cannot_set_a_width_and_values_are_cut(serve: Serve, client: C
         refused(server, client, doc, "optimizer.demonstrations.max_value_chars", "20000")
         doc = demonstrations_document(template="x ${company}")
         refused(server, client, doc, "optimizer.demonstrations.template", "${company}")
+        doc = demonstrations_document(template="${input}" * 9, max_value_chars=20_000)  # 9 x 20,000 x k
+        refused(server, client, doc, "optimizer.demonstrations.template", "8 times in all")
 
 
 # -- medium 4, 7; low 15, 16: numbers a document sets ----------------------------------------------

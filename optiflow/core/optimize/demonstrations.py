@@ -53,6 +53,10 @@ FIELDS = ("input", "expected")
 DEFAULT_TEMPLATE = "Input: ${input}\nOutput: ${expected}"
 MAX_TEMPLATE_CHARS = 2000
 """The longest ``template`` and ``header``."""
+MAX_FIELDS = 8
+"""The most ``${input}`` / ``${expected}`` in one template: a demonstration is at most
+``MAX_FIELDS x max_value_chars`` characters plus the template (2,000 ``${input}`` in a 16 KB template
+would repeat a 20,000-character input 2,000 times)."""
 
 
 def template_error(template: str) -> str | None:
@@ -63,6 +67,9 @@ def template_error(template: str) -> str | None:
     ``$`` template (``$$`` for a dollar sign, ``${param}`` for a prompt parameter is not allowed
     here). No format specs: a Python format string let a document set a field's width
     (``{input:>400000000}`` took the API from 94 to 474 MB; issue 27)."""
+    fields = template.count("${input}") + template.count("${expected}")
+    if fields > MAX_FIELDS:
+        return f"{fields} fields; a template may use ${{input}} and ${{expected}} {MAX_FIELDS} times in all"
     rest = template.replace("${input}", "").replace("${expected}", "")
     t = string.Template(rest)
     if not t.is_valid():
