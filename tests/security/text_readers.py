@@ -381,6 +381,7 @@ READERS: Sequence[Reader] = (
         _sim(JUDGE_MARKER, "<expected>{}</expected><output>{}</output>"),
         "outputs, expected values",
         setup=_clear_sim,
+        budget=2.0,  # the text is in the message twice
     ),
     Reader(
         "sim: rewrite",
@@ -388,6 +389,7 @@ READERS: Sequence[Reader] = (
         "section bodies, failing inputs",
         (_S.HINT_RE, _S._HINT_LEAD, _S._HINT_TAIL, _S._VARIANT, _S._WORD, _S._TOPIC_STOP),
         setup=_clear_sim,
+        budget=2.0,  # the text is in the message twice
     ),
     Reader(
         "sim: pass_dist",
