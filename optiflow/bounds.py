@@ -53,9 +53,9 @@ def check_bounds(spec: AnySpec) -> None:
     check_sim_params(spec)
 
 
-def _at_most(value: float, bound: float, field: str, why: str) -> None:
+def _at_most(value: int, bound: int, field: str, why: str) -> None:
     if value > bound:
-        raise ValidationError(f"{value:,g} is above the limit of {bound:,g} ({why})", field=field)
+        raise ValidationError(f"{value:,} is above the limit of {bound:,} ({why})", field=field)
 
 
 def _check_optimize(spec: OptimizeSpec) -> None:
