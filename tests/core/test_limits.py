@@ -44,13 +44,17 @@ def test_a_sequential_gate_counts_its_max_runs() -> None:
     with pytest.raises(LimitError) as info:
         check_limits(paired, JobLimits(max_sample_runs=samples * 200 - 1))
     assert info.value.field == "gate.max_runs"
-    assert f"{samples} samples x 200 runs (gate.max_runs) = {samples * 200:,} evaluations" in info.value.message
+    assert (
+        f"{samples} samples x 200 runs (gate.max_runs) = {samples * 200:,} evaluations" in info.value.message
+    )
     rows = [{"id": f"s{i}", "input": "x", "expected": "y"} for i in range(20_000)]
     big = job(dataset=rows, eval_runs=1, gate={"mode": "paired", "first_runs": 1, "max_runs": 200})
     with pytest.raises(LimitError) as info:
         check_limits(big, Settings().job_limits)
     assert info.value.field == "gate.max_runs"
-    assert "20000 samples x 200 runs (gate.max_runs) = 4,000,000 evaluations per candidate" in info.value.message
+    assert (
+        "20000 samples x 200 runs (gate.max_runs) = 4,000,000 evaluations per candidate" in info.value.message
+    )
 
 
 def test_a_whole_job_is_capped_at_samples_x_runs_x_candidates() -> None:
@@ -59,13 +63,17 @@ def test_a_whole_job_is_capped_at_samples_x_runs_x_candidates() -> None:
     candidates = 2 + spec.termination.max_iterations() * spec.max_candidates_per_step
     check_limits(spec, JobLimits(max_sample_runs=10**6, max_job_evaluations=samples * runs * candidates))
     with pytest.raises(LimitError) as info:
-        check_limits(spec, JobLimits(max_sample_runs=10**6, max_job_evaluations=samples * runs * candidates - 1))
+        check_limits(
+            spec, JobLimits(max_sample_runs=10**6, max_job_evaluations=samples * runs * candidates - 1)
+        )
     assert info.value.field == "acceptance.max_runs"
     assert f"x {candidates} candidates (2 + " in info.value.message
     assert "OPTIFLOW_MAX_JOB_EVALUATIONS" in info.value.message
     compress = job(gate={"mode": "strict"})
     sections = sum(1 for s in compress.prompt.sections if not s.frozen)
-    assert f"2 x {sections} mutable sections + 2" in refused_message(compress, JobLimits(max_job_evaluations=1))
+    assert f"2 x {sections} mutable sections + 2" in refused_message(
+        compress, JobLimits(max_job_evaluations=1)
+    )
 
 
 def refused_message(spec: Any, limits: JobLimits) -> str:
