@@ -14,7 +14,7 @@ EXTRAS ?= --extra dev
 VENV_DIR := $(if $(filter /%,$(firstword $(VENV))),$(VENV),$(CURDIR)/$(VENV))
 export PATH := $(VENV_DIR)/bin:$(PATH)
 
-.PHONY: install uv demo test test-fast lint typecheck check check-deep bench bench-drift bench-gate bench-optimize-noise chaos bench-limits bench-budget bench-memory format clean lock
+.PHONY: install uv demo test test-fast lint typecheck check check-deep bench bench-drift bench-gate bench-optimize-noise chaos bench-limits bench-budget bench-memory bench-text-safety format clean lock
 
 uv:  ## uv itself, in its own small venv when the machine has none
 	@test -x "$(UV)" || command -v "$(UV)" >/dev/null 2>&1 \
@@ -78,8 +78,11 @@ bench-limits: install  ## the example job against a 1,200 rpm provider, 1/2/4 ev
 bench-budget: install  ## the hard job budget's cost on the hot path (0 ms, 1/2 eval workers) and its overspend; writes bench/budget_results.md
 	"$(PY)" -m bench.budget --out bench/budget_results.md
 
-bench-memory: install  ## 200 measure jobs of 1 MB documents through a real eval worker: its RSS stays within 100 MB; writes bench/memory_results.md
+bench-memory: install  ## 200 measure jobs of 1 MB documents through a real eval worker, and the API listing 100 jobs with 4 MB prompts: each RSS stays within 100 MB; writes bench/memory_results.md
 	"$(PY)" -m bench.memory --out bench/memory_results.md
+
+bench-text-safety: install  ## every function that reads document text, on every adversarial family, up to 1 MB a text; writes bench/text_safety.md
+	"$(PY)" -m bench.text_safety --out bench/text_safety.md
 
 clean:
 	rm -rf .optiflow .pytest_cache .mypy_cache .ruff_cache

@@ -11,7 +11,8 @@ that would fail on every sample is refused now instead of failing later on a wor
 - every ``$`` in the prompt is a well-formed placeholder (``${name}`` / ``$name``) or ``$$``;
 - every sample provides every parameter the prompt's sections and user message use (as the
   baseline renders them: with the baseline tag's overrides);
-- the job is within the size limits (:func:`optiflow.core.limits.check_limits`);
+- the job is within the size limits (:func:`optiflow.core.limits.check_limits`), and every number
+  it sets within its bound (:func:`optiflow.bounds.check_bounds`);
 - an optimize job with ``splits: true`` has train, val and test samples (without test samples
   its best could never be confirmed on held-out data).
 """
@@ -23,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from string import Template
 from typing import TYPE_CHECKING
 
+from optiflow.bounds import check_bounds
 from optiflow.checking import canonical, compile_pattern
 from optiflow.core.checks import CheckSpec, PythonCheck, RegexCheck, regex_pattern
 from optiflow.core.limits import check_limits
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 def admit(spec: AnySpec, settings: Settings) -> None:
     """ValidationError naming the field for the first reason the job cannot run."""
     check_limits(spec, settings.job_limits)
+    check_bounds(spec)
     check_printable(spec)
     check_baseline(spec)
     check_splits(spec)

@@ -123,7 +123,9 @@ __all__ = [
 ]
 
 
-_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\n\s+File \"")
+# a traceback's frame lines are indented with spaces: "\n\s+File" rescanned every run of blank
+# lines from each of its newlines (quadratic, issue 27)
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\n[ \t]+File \"")
 # an absolute path of two or more parts (not the path of a URL: no word, ':', '/' or '.' before it)
 _PATH = re.compile(r"(?<![\w:/.~-])(?:[A-Za-z]:)?[\\/](?:[\w.@+~-]+[\\/])+(?P<name>[\w.@+~-]*)")
 MAX_PUBLIC_MESSAGE = 1000

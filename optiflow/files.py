@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,27 +25,57 @@ M = TypeVar("M", bound=pydantic.BaseModel)
 MAX_DEPTH = 64
 """The deepest nesting of any document optiflow reads (a job, a prompt, a dataset, the model
 limits, an HTTP body): the deepest real one is about 8. One limit for every path."""
+MAX_ALIAS_VALUES = 100_000
+"""The most values YAML aliases (``*name``) may add to a document when expanded. An alias is a
+reference, but everything after parsing (the depth walk, validation, the stored spec) expands it:
+a 1 KB "billion laughs" of 9 alias levels cost 53 s of CPU (issue 27)."""
+
+_YAML_LOADER: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's parser when PyYAML has it (about ten times faster than the pure-Python one)."""
+_LONG_BLANK = re.compile(r"(?<![ \t\r\n])[ \t\r\n]{256}")
+"""A run of 256 blanks. libyaml clears its whitespace buffers to their capacity at every gap that
+follows: one long run makes the rest of the document quadratic (``"a" + " " * 1_000_000 + "\\n" +
+". " * 1_000_000`` took 20 s). Such a document is parsed by PyYAML's own (linear) parser."""
+
+
+def _yaml_loader(text: str) -> type[Any]:
+    return yaml.SafeLoader if _LONG_BLANK.search(text) else _YAML_LOADER
 
 
 def check_document(data: Any, source: str) -> Any:
     """``data`` as parsed (YAML, JSON), walked without recursion: nested at most
-    :data:`MAX_DEPTH` deep, and every number finite (``1e400`` and ``.inf`` parse to infinity: a
-    timeout or a latency of infinity would pin a thread). ValidationError naming the field."""
+    :data:`MAX_DEPTH` deep, every number finite (``1e400`` and ``.inf`` parse to infinity: a
+    timeout or a latency of infinity would pin a thread), every string text (a JSON or YAML
+    ``"\\ud800"`` escape parses to a lone surrogate, which no UTF-8 hash or database takes).
+    ValidationError naming the field."""
     stack: list[tuple[Any, str, int]] = [(data, "", 0)]
     while stack:
         value, path, depth = stack.pop()
+        where = f"{source}: {path}" if path else source
         if depth > MAX_DEPTH:
             raise ValidationError(f"nested deeper than {MAX_DEPTH} levels", field=source)
         if isinstance(value, float) and not math.isfinite(value):
-            where = f"{source}: {path}" if path else source
             raise ValidationError(f"{value} is not a finite number", field=where)
-        if isinstance(value, dict):
+        if isinstance(value, str):
+            _check_text(value, where)
+        elif isinstance(value, dict):
+            for key in value:
+                if isinstance(key, str):
+                    _check_text(key, where)
             stack.extend(
                 (item, f"{path}.{key}" if path else str(key), depth + 1) for key, item in value.items()
             )
         elif isinstance(value, list | tuple):
             stack.extend((item, f"{path}.{i}" if path else str(i), depth + 1) for i, item in enumerate(value))
     return data
+
+
+def _check_text(text: str, where: str) -> None:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError("a lone surrogate (\\ud800-\\udfff) is not text", field=where) from None
 
 
 def parse_json(text: str | bytes, source: str) -> Any:
@@ -63,16 +94,56 @@ def parse_json(text: str | bytes, source: str) -> Any:
 
 
 def read_yaml(path: Path) -> Any:
-    text = read_text(path)
+    return parse_yaml(read_text(path), str(path))
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """YAML text as :func:`check_document` allows it; its events are read first, so that a document
+    nested deeper than :data:`MAX_DEPTH` or whose aliases expand to more than
+    :data:`MAX_ALIAS_VALUES` values is refused before anything is built from it."""
+    loader = _yaml_loader(text)
     try:
-        return check_document(yaml.safe_load(text), str(path))
+        _check_events(text, source, loader)
+        return check_document(yaml.load(text, Loader=loader), source)  # a safe loader
     except RecursionError:  # PyYAML composes recursively: a few hundred levels exhaust the stack
-        raise ValidationError(f"nested deeper than {MAX_DEPTH} levels", field=str(path)) from None
+        raise ValidationError(f"nested deeper than {MAX_DEPTH} levels", field=source) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ValidationError(f"malformed YAML{where}: {problem}", field=str(path)) from None
+        raise ValidationError(f"malformed YAML{where}: {problem}", field=source) from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise ValidationError(f"a value YAML cannot read: {str(exc)[:120]}", field=source) from None
+
+
+def _check_events(text: str, source: str, loader: type[Any]) -> None:
+    """Depth and alias expansion from the parser's events, in one pass: a collection's expanded
+    size is the count of values between its start and its end, an alias adds its anchor's."""
+    sizes: dict[str, int] = {}
+    open_: list[tuple[str | None, int]] = []  # each open collection: its anchor, the count at its start
+    count = literal = 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            if len(open_) >= MAX_DEPTH:
+                raise ValidationError(f"nested deeper than {MAX_DEPTH} levels", field=source)
+            open_.append((event.anchor, count))
+            count, literal = count + 1, literal + 1
+        elif isinstance(event, yaml.CollectionEndEvent):
+            anchor, start = open_.pop()
+            if anchor is not None:
+                sizes[anchor] = count - start
+        elif isinstance(event, yaml.ScalarEvent):
+            if event.anchor is not None:
+                sizes[event.anchor] = 1
+            count, literal = count + 1, literal + 1
+        elif isinstance(event, yaml.AliasEvent):
+            count += sizes.get(event.anchor or "", 1)
+            if count - literal > MAX_ALIAS_VALUES:
+                raise ValidationError(
+                    f"its aliases (*{event.anchor}) expand it by more than {MAX_ALIAS_VALUES:,} values: "
+                    "write the repeated part out, or alias less of it",
+                    field=source,
+                )
 
 
 def read_text(path: Path) -> str:
@@ -136,6 +207,8 @@ def load_dataset(path: str | Path, *, name: str | None = None) -> Dataset:
                 ) from None
             except json.JSONDecodeError as exc:
                 raise ValidationError(f"line {n}: invalid JSON: {exc.msg}", field=str(p)) from None
+            except ValueError as exc:  # an integer of more than 4,300 digits
+                raise ValidationError(f"line {n}: invalid JSON: {str(exc)[:120]}", field=str(p)) from None
     elif suffix in (".yaml", ".yml"):
         data = read_yaml(p)
         if isinstance(data, dict):
@@ -174,6 +247,15 @@ def dataset_from_rows(rows: list[Any], *, name: str, source: str) -> Dataset:
 
 
 def _csv_rows(p: Path) -> list[dict[str, Any]]:
+    try:
+        return _read_csv(p)
+    except csv.Error as exc:  # a field over csv.field_size_limit() (128 KB), a NUL in a field ...
+        raise ValidationError(
+            f"invalid CSV: {exc} (long inputs read better from JSONL)", field=str(p)
+        ) from None
+
+
+def _read_csv(p: Path) -> list[dict[str, Any]]:
     reader = csv.DictReader(read_text(p).splitlines())
     if not reader.fieldnames or "id" not in reader.fieldnames:
         raise ValidationError("CSV needs a header row with an 'id' column", field=str(p))

@@ -112,8 +112,26 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=10 * 1024 * 1024, ge=1024, description="largest HTTP request body (413 above it)"
     )
+    http_header_timeout_s: float = Field(
+        default=10, gt=0, le=3600, description="a request's headers must arrive within this (else closed)"
+    )
+    http_body_timeout_s: float = Field(
+        default=60, gt=0, le=3600, description="a request's body must arrive within this (else closed)"
+    )
+    http_max_bodies: int = Field(
+        default=8, ge=1, le=10_000, description="job documents read at once (503 above: each may hold a body)"
+    )
+    http_max_streams: int = Field(
+        default=200, ge=1, le=100_000, description="event streams (SSE) open at once (503 above)"
+    )
+    http_max_connections: int = Field(
+        default=1000, ge=1, le=100_000, description="connections the server holds at once (closed above)"
+    )
     max_sample_runs: int = Field(
         default=20_000, ge=1, description="samples x runs of one evaluation of a job's candidate"
+    )
+    max_job_evaluations: int = Field(
+        default=1_000_000, ge=1, description="samples x runs x candidates of one job (its most runs counted)"
     )
     max_iterations: int = Field(default=100, ge=1, description="largest max_iterations of an optimize job")
 
@@ -132,7 +150,38 @@ class Settings(BaseSettings):
         """The caps every job document is checked against (:func:`optiflow.core.limits.check_limits`)."""
         from optiflow.core.limits import JobLimits
 
-        return JobLimits(max_sample_runs=self.max_sample_runs, max_iterations=self.max_iterations)
+        return JobLimits(
+            max_sample_runs=self.max_sample_runs,
+            max_job_evaluations=self.max_job_evaluations,
+            max_iterations=self.max_iterations,
+        )
+
+    def check_home(self) -> Path:
+        """``home`` if it can be used, without creating anything: it is a writable folder, or the
+        nearest folder above it that exists is; ConfigError naming ``OPTIFLOW_HOME`` otherwise."""
+        path = self.home.resolve()
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        if existing is None or not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            why = "not a folder" if existing is not None and not existing.is_dir() else "not writable"
+            raise ConfigError(
+                f"cannot create {str(self.home)!r}: {existing} is {why} (the folder for the local "
+                "database and store; point OPTIFLOW_HOME at a writable one)",
+                field="OPTIFLOW_HOME",
+            )
+        return self.home
+
+    def ensure_home(self) -> Path:
+        """``home``, created if needed; ConfigError naming ``OPTIFLOW_HOME`` when it cannot be (a
+        traceback said it before: ``OPTIFLOW_HOME=/proc/1/nope optiflow jobs``, issue 27)."""
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create {str(self.home)!r}: {exc.strerror or exc} (the folder for the local "
+                "database and store; point OPTIFLOW_HOME at a writable one)",
+                field="OPTIFLOW_HOME",
+            ) from None
+        return self.home
 
     @property
     def distributed(self) -> bool:

@@ -168,6 +168,10 @@ def _json_field(check: JsonFieldCheck, output: str, expected: JSONValue) -> Scor
         data: Any = json.loads(text)
     except json.JSONDecodeError as exc:
         return _bool(False, f"output is not JSON: {exc.msg}")
+    except ValueError:  # an integer of more than 4,300 digits
+        return _bool(False, "output is not JSON this check reads: a number too long")
+    except RecursionError:
+        return _bool(False, "output is not JSON this check reads: nested too deep")
     for part in check.field.split("."):
         if isinstance(data, dict) and part in data:
             data = data[part]

@@ -30,6 +30,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.relevance import sample_text
@@ -55,8 +56,40 @@ _STOP = frozenset(
     such more most less own both either neither nor too s t don't i'm it's you're let's""".split()  # noqa: SIM905
 )
 
-CHAT: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, re.compile(p, re.IGNORECASE))
+
+class Searcher(Protocol):
+    def search(self, text: str) -> re.Match[str] | None: ...
+
+
+class _Question:
+    r"""``\b(?:do you|would you like|can you|could you) [^.?!]*\?`` (a question to the user), in
+    time linear in the text. Run from every lead-in, the pattern rescans to the next sentence end
+    from each: ``"do you " * 32000`` cost 46 s with the GIL held (issue 27). Every lead-in before a
+    sentence end meets that same end, so one look at it decides them all: the match is the first
+    lead-in of the first sentence that ends with ``?``, found by the pattern itself on that window."""
+
+    pattern = re.compile(r"\b(?:do you|would you like|can you|could you) [^.?!]*\?", re.IGNORECASE)
+    _LEAD = re.compile(r"\b(?:do you|would you like|can you|could you) ", re.IGNORECASE)
+    _END = re.compile(r"[.?!]")
+
+    def search(self, text: str) -> re.Match[str] | None:
+        pos = 0
+        while (lead := self._LEAD.search(text, pos)) is not None:
+            end = self._END.search(text, lead.end())
+            if end is None:
+                return None
+            if end.group() == "?":
+                return self.pattern.match(text, lead.start(), end.end())
+            pos = end.end()
+        return None
+
+
+def _chat(p: str) -> Searcher:
+    return _Question() if p == _Question.pattern.pattern else re.compile(p, re.IGNORECASE)
+
+
+CHAT: tuple[tuple[str, Searcher], ...] = tuple(
+    (name, _chat(p))
     for name, p in (
         (
             "an offer of help",
@@ -156,19 +189,25 @@ def _weights(words: Iterable[str], ctx: FaithfulnessContext) -> dict[str, float]
     return {w: ctx.idf.get(w, ctx.unseen_idf) for w in set(words)}
 
 
-def _has(vocabulary: set[str], word: str) -> bool:
-    return word in vocabulary or (
-        len(word) >= 6 and any(v[:6] == word[:6] for v in vocabulary if len(v) >= 6)
-    )
+def _prefixes(vocabulary: set[str]) -> set[str]:
+    return {v[:6] for v in vocabulary if len(v) >= 6}
+
+
+def _has(vocabulary: set[str], prefixes: set[str], word: str) -> bool:
+    """``word`` or a word sharing its first six letters is in ``vocabulary`` (``prefixes``: its
+    words' six-letter prefixes): two set lookups, not a scan of the vocabulary per word, which cost
+    54 s on 180 KB of distinct words (issue 27)."""
+    return word in vocabulary or (len(word) >= 6 and word[:6] in prefixes)
 
 
 def measure(original: str, proposal: str, ctx: FaithfulnessContext) -> tuple[float, float, list[str]]:
     """(support, coverage, the proposal's words the original lacks, rarest first)."""
     o, p = set(content_words(original)), set(content_words(proposal))
     wp, wo = _weights(p, ctx), _weights(o, ctx)
-    new = [w for w in p if not _has(o, w)]
+    o_prefixes, p_prefixes = _prefixes(o), _prefixes(p)
+    new = [w for w in p if not _has(o, o_prefixes, w)]
     support = 1.0 - sum(wp[w] for w in new) / sum(wp.values()) if wp else 1.0
-    kept = sum(wo[w] for w in o if _has(p, w))
+    kept = sum(wo[w] for w in o if _has(p, p_prefixes, w))
     coverage = kept / sum(wo.values()) if wo else 1.0
     return support, coverage, sorted(new, key=lambda w: -wp[w])
 

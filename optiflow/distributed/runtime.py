@@ -138,7 +138,7 @@ class Runtime:
     @cached_property
     def jobs(self) -> JobRepository:
         if not self.settings.database_url:
-            self.settings.home.mkdir(parents=True, exist_ok=True)
+            self.settings.ensure_home()
         return JobRepository(self.settings.effective_database_url)
 
     @cached_property

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 def register_tasks(app: Celery, rt: Runtime) -> None:
     @app.task(name="optiflow.start", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def start(job_id: str) -> None:
-        _guarded(app, rt, job_id, lambda: driver.start(app, rt, job_id))
+        _guarded(app, rt, job_id, lambda: driver.start(app, rt, job_id), "start")
 
     @app.task(name="optiflow.evaluate", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def evaluate(
@@ -72,7 +72,7 @@ def register_tasks(app: Celery, rt: Runtime) -> None:
 
     @app.task(name="optiflow.advance", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def advance(results: list[Any], job_id: str, step_index: int) -> None:
-        _guarded(app, rt, job_id, lambda: driver.advance(app, rt, job_id, step_index, results))
+        _guarded(app, rt, job_id, lambda: driver.advance(app, rt, job_id, step_index, results), "advance")
 
     @app.task(name="optiflow.fail", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def fail(job_id: str, error: str) -> None:
@@ -87,10 +87,29 @@ def register_tasks(app: Celery, rt: Runtime) -> None:
         driver.fail(app, rt, job_id, f"evaluation step failed: {exc!r}")
 
 
-def _guarded(app: Celery, rt: Runtime, job_id: str, fn: Any) -> None:
+def _guarded(app: Celery, rt: Runtime, job_id: str, fn: Any, task: str) -> None:
     """Any error in a control task ends the job ``failed`` with its message instead of hanging."""
     try:
         fn()
     except Exception as exc:
         log.exception("job %s: control task failed", job_id)
-        driver.fail(app, rt, job_id, f"{type(exc).__name__}: {exc}")
+        driver.fail(app, rt, job_id, control_failure(exc, task, app.conf.task_soft_time_limit))
+
+
+def control_failure(exc: BaseException, task: str, limit_s: float | None) -> str:
+    """A control task's error as a job's error: what ran out, where, and what to change (a bare
+    ``SoftTimeLimitExceeded()`` or ``MemoryError()`` said nothing; issue 27)."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    if isinstance(exc, SoftTimeLimitExceeded):
+        return (
+            f"the control task {task!r} ran over its time limit ({limit_s:g} s) and was stopped: one step of "
+            "this job is too large to decide in one task; use fewer samples, runs (gate.max_runs, "
+            "acceptance.max_runs) or candidates"
+        )
+    if isinstance(exc, MemoryError):
+        return (
+            f"the control task {task!r} ran out of memory: one step of this job is too large to hold; use "
+            "fewer samples, shorter sections or fewer candidates"
+        )
+    return f"{type(exc).__name__}: {exc}"

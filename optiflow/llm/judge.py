@@ -22,14 +22,19 @@ JUDGE_SYSTEM = f"""{JUDGE_MARKER}
 You are a strict grader. Grade the assistant output against the rubric and the expected answer.
 Answer with JSON only: {{"score": <number from 0 to 1>, "reason": "<one short sentence>"}}."""
 
-_NUM = r"(-?\d+(?:\.\d+)?)"
+# A number starts where a run of digits starts and takes the run whole (possessive): a pattern
+# free to start anywhere in a run and give digits back rescanned the run from each of its digits
+# (a reply of 1,000 digits: 0.1 s; issue 27). Neither changes a match: a match inside a run has
+# one at its start, and no digit given back can be followed by what follows a number here.
+_NUM = r"(-?(?<!\d)\d++(?:\.\d++)?)"
 _KEYED = re.compile(
-    rf"(?:score|rating|grade)[\"'*]*\s*(?:[:=]|\bis\b|\bof\b)?\s*{_NUM}(?:\s*(?:/|out of)\s*{_NUM})?", re.I
+    rf"(?:score|rating|grade)[\"'*]*+\s*+(?:(?:[:=]|\bis\b|\bof\b)\s*+)?{_NUM}"
+    rf"(?:\s*+(?:/|out of)\s*+{_NUM})?",
+    re.I,
 )
 _FRACTION = re.compile(rf"{_NUM}\s*(?:/|out of)\s*{_NUM}", re.I)
 _PERCENT = re.compile(rf"{_NUM}\s*%")
 _BARE = re.compile(_NUM)
-_JSON = re.compile(r"\{.*?\}", re.S)
 _PASS_WORDS = re.compile(r"\b(pass(?:ed|es)?|yes|correct)\b", re.I)
 _FAIL_WORDS = re.compile(r"\b(fail(?:ed|s|ure)?|incorrect|wrong)\b", re.I)
 
@@ -62,13 +67,31 @@ def _scale(value: float, denominator: float | None = None) -> float:
     return min(1.0, max(0.0, value))
 
 
+def _objects(text: str) -> list[str]:
+    r"""What ``re.finditer(r"\{.*?\}", text, re.S)`` finds (each ``{`` to the next ``}``), by string
+    search: the pattern rescans to the end of the text from every unclosed ``{``."""
+    out: list[str] = []
+    i = text.find("{")
+    while i >= 0:
+        j = text.find("}", i + 1)
+        if j < 0:
+            break
+        out.append(text[i : j + 1])
+        i = text.find("{", j + 1)
+    return out
+
+
+def _json(candidate: str) -> object:
+    try:
+        return json.loads(candidate)
+    except (ValueError, RecursionError):  # not JSON, an int of > 4,300 digits, nested too deep
+        return None
+
+
 def parse_score(text: str) -> float | None:
     """A 0..1 score from a grader's answer, or None when there is none."""
-    for m in _JSON.finditer(text):
-        try:
-            data = json.loads(m.group(0))
-        except json.JSONDecodeError:
-            continue
+    for candidate in _objects(text):
+        data = _json(candidate)
         if isinstance(data, dict):
             for key in ("score", "rating", "grade"):
                 v = data.get(key)
@@ -112,11 +135,8 @@ def judge(check: LLMJudgeCheck, output: str, expected: JSONValue, input: JSONVal
         snippet = " ".join(result.output.split())[:80]
         return Score(value=0.0, passed=False, reason=f"judge gave no score: {snippet!r}")
     reason = ""
-    for m in _JSON.finditer(result.output):
-        try:
-            data = json.loads(m.group(0))
-        except json.JSONDecodeError:
-            continue
+    for candidate in _objects(result.output):
+        data = _json(candidate)
         if isinstance(data, dict) and isinstance(data.get("reason"), str):
             reason = data["reason"]
             break

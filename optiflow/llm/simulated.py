@@ -308,20 +308,25 @@ def _keywords(text: str) -> frozenset[str]:
 
 
 def _scan(scan: _Scan, text: str) -> Iterator[re.Match[str]]:
-    """``scan.pattern.finditer(text)``, in time linear in ``text``."""
+    """``scan.pattern.finditer(text)``, in time linear in ``text``. The tails are found once (no
+    tail crosses a sentence end); a segment without one is skipped unread."""
+    tails = [(m.start(), m.end()) for m in scan.tail.finditer(text)]
+    if not tails:
+        return
+    tail_starts = [t[0] for t in tails]
     start = 0
     ends = [m.start() for m in _SEGMENT_END.finditer(text)]
     ends.append(len(text))
     for end in ends:
-        if end > start:
-            yield from _scan_segment(scan, text, start, end)
+        lo = bisect.bisect_left(tail_starts, start)
+        if end > start and lo < len(tails) and tails[lo][0] < end:
+            yield from _scan_segment(scan, text, start, end, tails[lo : bisect.bisect_left(tail_starts, end)])
         start = end + 1
 
 
-def _scan_segment(scan: _Scan, text: str, start: int, end: int) -> Iterator[re.Match[str]]:
-    tails = [(m.start(), m.end()) for m in scan.tail.finditer(text, start, end)]
-    if not tails:
-        return
+def _scan_segment(
+    scan: _Scan, text: str, start: int, end: int, tails: list[tuple[int, int]]
+) -> Iterator[re.Match[str]]:
     tail_starts = [t[0] for t in tails]
     stops = [] if scan.stop is None else [m.start() for m in scan.stop.finditer(text, start, end)]
     dots = [m.start() for m in _DOT.finditer(text, start, end)]

@@ -1,7 +1,14 @@
 """SQL persistence of jobs: spec, status, checkpoint, pending action, result, and what a job
 produces (dataset snapshot, trials, trial items, rejections, events), behind Alembic migrations."""
 
-from optiflow.persistence.jobs import JOB_STATUSES, JobRecord, JobRepository, JobStatus, Recorded
+from optiflow.persistence.jobs import (
+    JOB_STATUSES,
+    JobRecord,
+    JobRepository,
+    JobStatus,
+    JobSummary,
+    Recorded,
+)
 from optiflow.persistence.migrate import (
     DatabaseNotMigratedError,
     current_revision,
@@ -15,6 +22,7 @@ __all__ = [
     "JobRecord",
     "JobRepository",
     "JobStatus",
+    "JobSummary",
     "Recorded",
     "current_revision",
     "ensure_migrated",

@@ -33,6 +33,7 @@ from optiflow.core.dataset import Sample
 from optiflow.core.evaluation import EvalResult, TrialSummary
 from optiflow.core.history import RoundHistory, history_from_trials
 from optiflow.core.optimize.scoring import Objective
+from optiflow.core.outcome import outcome_of
 from optiflow.core.records import Event, Rejection, Trial
 from optiflow.core.result import FinalStatus
 from optiflow.errors import NotFoundError, StoreError, ValidationError
@@ -52,6 +53,20 @@ JobStatus = Literal["queued", "running", FinalStatus]
 JOB_STATUSES: tuple[str, ...] = ("queued", "running", *get_args(FinalStatus))
 FINISHED: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 UNFINISHED: tuple[JobStatus, ...] = ("queued", "running")
+
+
+class JobSummary(Frozen):
+    """A job as a list shows it: its summary columns, never its spec, checkpoint or result."""
+
+    id: str
+    kind: str
+    name: str
+    status: JobStatus
+    step_index: int = 0
+    error: str | None = None
+    outcome: dict[str, JSONValue] | None = None
+    created_at: datetime
+    updated_at: datetime
 
 
 class JobRecord(Frozen):
@@ -187,19 +202,43 @@ class JobRepository:
         self, status: str | Sequence[str] | None = None, limit: int = 100, *, kind: str | None = None
     ) -> builtins.list[JobRecord]:
         """Most recent first; ``status`` one status or several."""
-        q = sa.select(jobs_table).order_by(jobs_table.c.created_at.desc(), jobs_table.c.id).limit(limit)
-        if status:
-            wanted = (status,) if isinstance(status, str) else tuple(status)
-            unknown = [s for s in wanted if s not in JOB_STATUSES]
-            if unknown:
-                raise ValidationError(
-                    f"unknown status {unknown[0]!r} (one of: {', '.join(JOB_STATUSES)})", field="status"
-                )
-            q = q.where(jobs_table.c.status.in_(wanted))
-        if kind:
-            q = q.where(jobs_table.c.kind == kind)
+        q = _filtered(sa.select(jobs_table), status, kind).limit(limit)
         with self.engine.connect() as conn:
             return [_record(r) for r in conn.execute(q).mappings()]
+
+    def summaries(
+        self, status: str | Sequence[str] | None = None, limit: int = 100, *, kind: str | None = None
+    ) -> builtins.list[JobSummary]:
+        """Most recent first, as :meth:`list`, reading the summary columns only (a job's spec and
+        result can be megabytes)."""
+        c = jobs_table.c
+        columns = (
+            c.id,
+            c.kind,
+            c.name,
+            c.status,
+            c.step_index,
+            c.error,
+            c.outcome,
+            c.created_at,
+            c.updated_at,
+        )
+        q = _filtered(sa.select(*columns), status, kind).limit(limit)
+        with self.engine.connect() as conn:
+            return [
+                JobSummary(
+                    id=r["id"],
+                    kind=r["kind"],
+                    name=r["name"],
+                    status=r["status"],
+                    step_index=r["step_index"],
+                    error=r["error"],
+                    outcome=_load(r["outcome"]),
+                    created_at=_aware(r["created_at"]),
+                    updated_at=_aware(r["updated_at"]),
+                )
+                for r in conn.execute(q).mappings()
+            ]
 
     def record_step(
         self,
@@ -266,7 +305,14 @@ class JobRepository:
             res = conn.execute(
                 jobs_table.update()
                 .where(jobs_table.c.id == job_id, jobs_table.c.status.in_(only_from))
-                .values(status=status, result=_dump(result), error=error, action=None, updated_at=now)
+                .values(
+                    status=status,
+                    result=_dump(result),
+                    outcome=_dump(outcome_of(result)),
+                    error=error,
+                    action=None,
+                    updated_at=now,
+                )
             )
             if not res.rowcount:
                 return Recorded(won=False)
@@ -550,6 +596,21 @@ def _append_events(
 
 
 # -- rows to models -------------------------------------------------------------------------------
+def _filtered(q: sa.Select[Any], status: str | Sequence[str] | None, kind: str | None) -> sa.Select[Any]:
+    q = q.order_by(jobs_table.c.created_at.desc(), jobs_table.c.id)
+    if status:
+        wanted = (status,) if isinstance(status, str) else tuple(status)
+        unknown = [s for s in wanted if s not in JOB_STATUSES]
+        if unknown:
+            raise ValidationError(
+                f"unknown status {unknown[0]!r} (one of: {', '.join(JOB_STATUSES)})", field="status"
+            )
+        q = q.where(jobs_table.c.status.in_(wanted))
+    if kind:
+        q = q.where(jobs_table.c.kind == kind)
+    return q
+
+
 def _record(row: RowMapping) -> JobRecord:
     return JobRecord(
         id=row["id"],

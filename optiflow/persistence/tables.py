@@ -49,7 +49,8 @@ jobs_table = sa.Table(
     sa.Column("step_index", sa.Integer, nullable=False, default=0),
     sa.Column("result", sa.Text),
     sa.Column("error", sa.Text),
-    sa.Column("created_at", TIMESTAMP, nullable=False),
+    sa.Column("outcome", sa.Text),  # the finished job's outcome in a few words (core.outcome), JSON
+    sa.Column("created_at", TIMESTAMP, nullable=False, index=True),  # lists: the newest first
     sa.Column("updated_at", TIMESTAMP, nullable=False),
     sa.Column("heartbeat", TIMESTAMP),
 )

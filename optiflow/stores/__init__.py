@@ -33,7 +33,7 @@ def open_store(settings: Settings) -> OverridesStore:
     if kind == "memory":
         return MemoryOverridesStore()
     if kind == "filesystem":
-        return FilesystemOverridesStore(settings.home / "store")
+        return FilesystemOverridesStore(settings.check_home() / "store")
     if kind == "redis":
         from optiflow.stores.redis import RedisOverridesStore
 

@@ -9,12 +9,11 @@ import threading
 from typing import Any
 
 import httpx
-import tornado.httpserver
 import tornado.netutil
 import yaml
 
 from optiflow.interfaces.client import Client
-from optiflow.interfaces.http import make_app
+from optiflow.interfaces.http import HttpConfig, make_app, make_server
 from tests.support.workers import ROOT
 
 EXAMPLE_DIR = ROOT / "examples" / "support-bot"
@@ -48,7 +47,8 @@ class Server:
     async def _main(self) -> None:
         app = make_app(self.client, **self.options)
         sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
-        server = tornado.httpserver.HTTPServer(app)
+        config = self.options.get("config") or HttpConfig.from_settings(self.client.settings)
+        server = make_server(app, config)  # the server `optiflow serve` runs: its timeouts and caps
         self.port = sockets[0].getsockname()[1]
         server.add_sockets(sockets)
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()

@@ -92,8 +92,10 @@ def numbered(ps: Iterable[Piece]) -> str:
 
 
 def chosen(reply: str, count: int) -> frozenset[int] | None:
-    """The piece numbers (1-based) a reply names within range; None when it names none."""
-    found = {int(n) for n in re.findall(r"\d+", reply) if 1 <= int(n) <= count}
+    """The piece numbers (1-based) a reply names within range; None when it names none (a number
+    longer than ``count`` is out of range unread: ``int`` refuses more than 4,300 digits)."""
+    width = len(str(count))
+    found = {int(n) for n in re.findall(r"\d+", reply) if len(n) <= width and 1 <= int(n) <= count}
     return frozenset(found) or None
 
 
@@ -101,14 +103,16 @@ def rebuild(ps: tuple[Piece, ...], keep: Iterable[int]) -> str:
     """The section from the kept pieces (1-based numbers; pinned pieces always), in order, lines
     kept where the original broke them."""
     wanted = set(keep)
-    out, line = "", -1
+    parts: list[str] = []  # joined once: ``out = out + text`` per piece is quadratic (issue 27)
+    line = -1
     for i, p in enumerate(ps, 1):
         if i not in wanted and not p.pinned:
             continue
-        if out:
-            out += "\n" if p.line != line else " "
-        out, line = out + p.text, p.line
-    return out
+        if parts:
+            parts.append("\n" if p.line != line else " ")
+        parts.append(p.text)
+        line = p.line
+    return "".join(parts)
 
 
 __all__ = ["Piece", "chosen", "logical_lines", "numbered", "pieces", "rebuild"]

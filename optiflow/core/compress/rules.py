@@ -38,6 +38,9 @@ FILLER_PHRASES: tuple[tuple[str, str], ...] = (
 )
 
 _COMPILED = tuple((re.compile(rf"\b{p}", re.IGNORECASE), r) for p, r in FILLER_PHRASES)
+_ANY_FILLER = re.compile("|".join(rf"\b{p}" for p, _ in FILLER_PHRASES), re.IGNORECASE)
+"""One look for any filler: a sentence without one skips the phrase-by-phrase substitutions (a body
+of many short lines or sentences cost 17 substitutions each, several seconds per megabyte)."""
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=\S)")
 _PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 
@@ -47,6 +50,9 @@ def compress_text(body: str) -> str:
     seen: set[str] = set()
     out_lines: list[str] = []
     for line in body.splitlines():
+        if not line.strip():
+            out_lines.append("")
+            continue
         kept: list[str] = []
         for sentence in _SENTENCE.split(line):
             short = _drop_fillers(sentence)
@@ -66,6 +72,8 @@ def compress_text(body: str) -> str:
 
 
 def _drop_fillers(sentence: str) -> str:
+    if _ANY_FILLER.search(sentence) is None:
+        return re.sub(r"[ \t]{2,}", " ", sentence)
     out = sentence
     for pattern, repl in _COMPILED:
         out = _sub_keep_placeholders(pattern, repl, out)

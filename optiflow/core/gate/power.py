@@ -11,6 +11,17 @@ carried on a grid (one step per unit of ``S``) and absorbed at the thresholds ex
 absorbs them. It is a prediction for planning and for the report; the decisions themselves rest on
 Ville's inequality, not on it.
 
+**Its cost is bounded** (issue 27: one prediction at 20,000 samples took 62 s, and the thirteen of
+:func:`detectable_drop` ran a control worker into its time limit). Up to :data:`EXACT_SAMPLES`
+samples ``S``'s distribution is the exact convolution; above, the normal distribution with ``S``'s
+exact mean and variance, on its integer points (a sum of hundreds of independent three-point
+variables). The support is merged into at most :data:`MAX_SUPPORT` points (each bin's mass at its
+mean), and the grid of continuing paths doubles its step whenever it would hold more than
+:data:`MAX_CELLS` cells (a cell's mass split between its two neighbours, as every step splits it).
+A prediction therefore takes ``O(n)`` for the samples plus at most ``max_runs x MAX_CELLS x
+MAX_SUPPORT`` grid steps (:func:`step_bound`), whatever ``n`` and the margin; on the sizes the
+benches use (48 samples, ``max_runs`` 24) nothing is merged and the figures are unchanged.
+
 :func:`operating_curve` is the gate's statement as a function of the true drop, for a drop that
 falls on the samples an edit breaks (:func:`drop_rates`); :func:`estimate_rates` turns
 a baseline's runs into the per-sample rates it uses (shrunk so the spread matches the unbiased
@@ -32,6 +43,12 @@ from optiflow.core.gate.outcomes import Outcomes
 from optiflow.core.gate.spec import GateSpec
 
 _TINY = 1e-12
+EXACT_SAMPLES = 200
+"""Up to this many samples the block sum's distribution is the exact convolution (``O(n^2)``)."""
+MAX_SUPPORT = 72
+"""The most points the block sum's distribution keeps (48 flaky samples have about 63)."""
+MAX_CELLS = 160
+"""The most grid cells the continuing paths are carried on."""
 
 
 class OperatingPoint(Frozen):
@@ -73,14 +90,70 @@ def _paid(spec: GateSpec, blocks: int) -> int:
     return min(spec.max_runs, spec.first_runs + rounds * spec.round_runs)
 
 
+def step_bound(spec: GateSpec) -> int:
+    """The most grid steps one :func:`predict` takes besides its ``O(n)`` pass over the samples."""
+    return spec.max_runs * MAX_CELLS * MAX_SUPPORT
+
+
+def _normal(mean: float, variance: float, n: int) -> list[tuple[float, float]]:
+    """``S``'s distribution as a normal one on its integer points (``O(sd)`` points)."""
+    sd = math.sqrt(max(variance, _TINY))
+    dist = NormalDist(mean, sd)
+    lo, hi = max(-n, math.floor(mean - 8 * sd)), min(n, math.ceil(mean + 8 * sd))
+    points = [(float(s), dist.cdf(s + 0.5) - dist.cdf(s - 0.5)) for s in range(lo, hi + 1)]
+    points = [(s, w) for s, w in points if w > _TINY]
+    total = sum(w for _, w in points) or 1.0
+    return [(s, w / total) for s, w in points]
+
+
+def _support(p: Sequence[float], q: Sequence[float]) -> list[tuple[float, float]]:
+    """(value, probability) of one block's ``S``, merged into at most :data:`MAX_SUPPORT` points."""
+    n = len(p)
+    if n <= EXACT_SAMPLES:
+        points = [(float(s - n), w) for s, w in enumerate(block_distribution(p, q)) if w > _TINY]
+    else:
+        mean = variance = 0.0
+        for pi, qi in zip(p, q, strict=True):
+            up, down = pi * (1.0 - qi), (1.0 - pi) * qi
+            mean += up - down
+            variance += up + down - (up - down) ** 2
+        points = _normal(mean, variance, n)
+    if len(points) <= MAX_SUPPORT:
+        return points
+    size = -(-len(points) // MAX_SUPPORT)
+    merged = []
+    for i in range(0, len(points), size):
+        chunk = points[i : i + size]
+        mass = sum(w for _, w in chunk)
+        merged.append((sum(s * w for s, w in chunk) / mass, mass))
+    return merged
+
+
+def _coarser(state: dict[int, float]) -> dict[int, float]:
+    """The cells on a grid of twice the step: an odd cell's mass split between its neighbours."""
+    out: dict[int, float] = {}
+    for g, w in state.items():
+        half, odd = divmod(g, 2)
+        if odd:
+            out[half] = out.get(half, 0.0) + w / 2
+            out[half + 1] = out.get(half + 1, 0.0) + w / 2
+        else:
+            out[half] = out.get(half, 0.0) + w
+    return out
+
+
 def predict(spec: GateSpec, p: Sequence[float], q: Sequence[float]) -> OperatingPoint:
     """The paired gate's operating point for these per-sample probabilities (see the module)."""
+    return _predict(spec, p, q)[0]
+
+
+def _predict(spec: GateSpec, p: Sequence[float], q: Sequence[float]) -> tuple[OperatingPoint, int]:
+    """:func:`predict`, and the grid steps it took (at most :func:`step_bound`)."""
     n = len(p)
     if n == 0:
         raise ValueError("no samples")
     drop = (sum(p) - sum(q)) / n
-    dist = block_distribution(p, q)
-    support = [(s - n, w) for s, w in enumerate(dist) if w > _TINY]
+    support = _support(p, q)
     mean = sum((pi - qi) for pi, qi in zip(p, q, strict=True)) / n
     second = sum(pi * (1 - qi) + (1 - pi) * qi for pi, qi in zip(p, q, strict=True)) / n
     centered = max(0.0, second - mean * mean)
@@ -98,6 +171,8 @@ def predict(spec: GateSpec, p: Sequence[float], q: Sequence[float]) -> Operating
     ratio = steps[-1][2] / unit  # reject's coefficient per unit of the accept's (< 0)
 
     state: dict[int, float] = {0: 1.0}  # grid index -> probability of still running there
+    step = 1.0  # the grid's step in units of y (doubled whenever the grid would grow too wide)
+    taken = 0
     acc_c = rej_c = 0.0
     accept = reject = blocks = runs = 0.0
     for k, (a, c, _, c_r) in enumerate(steps, start=1):
@@ -107,16 +182,18 @@ def predict(spec: GateSpec, p: Sequence[float], q: Sequence[float]) -> Operating
         new: dict[int, float] = {}
         absorbed_a = absorbed_r = 0.0
         for g, w in state.items():
+            taken += len(support)
             for s, ps in support:
-                y = g + scale * s  # accept log wealth = unit * y + acc_c
+                y = g * step + scale * s  # accept log wealth = unit * y + acc_c
                 mass = w * ps
                 if unit * y + acc_c >= top_a:
                     absorbed_a += mass
                 elif ratio * unit * y + rej_c >= top_r:
                     absorbed_r += mass
                 else:
-                    low = math.floor(y)
-                    frac = y - low
+                    at = y / step
+                    low = math.floor(at)
+                    frac = at - low
                     new[low] = new.get(low, 0.0) + mass * (1 - frac)
                     if frac:
                         new[low + 1] = new.get(low + 1, 0.0) + mass * frac
@@ -126,9 +203,11 @@ def predict(spec: GateSpec, p: Sequence[float], q: Sequence[float]) -> Operating
         reject += absorbed_r
         runs += (absorbed_a + absorbed_r) * _paid(spec, k)
         state = {g: w for g, w in new.items() if w > _TINY}
+        while len(state) > MAX_CELLS:
+            state, step = _coarser(state), step * 2
     capped = max(0.0, 1.0 - accept - reject)
     runs += capped * spec.max_runs
-    return OperatingPoint(
+    point = OperatingPoint(
         drop=drop,
         accept=min(1.0, accept),
         reject=min(1.0, reject),
@@ -136,6 +215,7 @@ def predict(spec: GateSpec, p: Sequence[float], q: Sequence[float]) -> Operating
         blocks=blocks,
         runs=runs,
     )
+    return point, taken
 
 
 DropModel = Literal["removal", "proportional"]
@@ -232,6 +312,9 @@ def fixed_runs(spec: GateSpec, rates: Sequence[float]) -> int:
 
 
 __all__ = [
+    "EXACT_SAMPLES",
+    "MAX_CELLS",
+    "MAX_SUPPORT",
     "OperatingPoint",
     "block_distribution",
     "detectable_drop",
@@ -240,4 +323,5 @@ __all__ = [
     "fixed_runs",
     "operating_curve",
     "predict",
+    "step_bound",
 ]

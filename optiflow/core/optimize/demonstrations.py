@@ -2,7 +2,7 @@
 
 No strong proposer needed (DESIGN §2a; DSPy's LabeledFewShot / BootstrapFewShot with random
 search): every candidate is the baseline configuration whose ``section`` body gets, after its own
-text, ``header`` and ``k`` demonstrations rendered by ``template`` (``{input}``, ``{expected}``).
+text, ``header`` and ``k`` demonstrations rendered by ``template`` (:func:`render_template`).
 Candidates alternate between
 
 - **random** subsets of the train split, and
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import random
-import re
+import string
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -49,6 +49,73 @@ from optiflow.core.optimize.protocol import (
 from optiflow.core.optimize.trial import TrialResult
 from optiflow.core.sections import SectionPath, parse_path, path_str
 
+FIELDS = ("input", "expected")
+DEFAULT_TEMPLATE = "Input: ${input}\nOutput: ${expected}"
+MAX_TEMPLATE_CHARS = 2000
+"""The longest ``template`` and ``header``."""
+MAX_FIELDS = 8
+"""The most ``${input}`` / ``${expected}`` in one template: a demonstration is at most
+``MAX_FIELDS x max_value_chars`` characters plus the template (2,000 ``${input}`` in a 16 KB template
+would repeat a 20,000-character input 2,000 times)."""
+
+
+def template_error(template: str) -> str | None:
+    """Why ``template`` is not a demonstrations template (None when it is one).
+
+    A template is data: ``${input}`` and ``${expected}`` are replaced by a sample's values (each cut
+    at ``max_value_chars``), every other character is copied into the section, which is itself a
+    ``$`` template (``$$`` for a dollar sign, ``${param}`` for a prompt parameter is not allowed
+    here). No format specs: a Python format string let a document set a field's width
+    (``{input:>400000000}`` took the API from 94 to 474 MB; issue 27)."""
+    fields = template.count("${input}") + template.count("${expected}")
+    if fields > MAX_FIELDS:
+        return f"{fields} fields; a template may use ${{input}} and ${{expected}} {MAX_FIELDS} times in all"
+    rest = template.replace("${input}", "").replace("${expected}", "")
+    t = string.Template(rest)
+    if not t.is_valid():
+        return (
+            "only ${input} and ${expected} are replaced; the text goes into a prompt section, which is a "
+            "$ template: write $$ for a dollar sign"
+        )
+    names = t.get_identifiers()
+    if names:
+        return (
+            f"${{{names[0]}}} is not a demonstration field: use ${{input}} and ${{expected}} "
+            "(write $$ for a dollar sign)"
+        )
+    return None
+
+
+def upgrade_template(template: str) -> str:
+    """A template in the old ``str.format`` form (``{input}``, ``{expected}``, ``{{`` for a brace) with
+    no format spec, conversion or other field, rewritten to ``${...}`` with the same meaning; any
+    other template as it is (:func:`template_error` then judges it)."""
+    if "${" in template or "{" not in template:
+        return template
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError:
+        return template
+    fields = [(name, spec, conv) for _, name, spec, conv in parsed if name is not None]
+    if not fields or any(name not in FIELDS or spec or conv for name, spec, conv in fields):
+        return template
+    return "".join(text + (f"${{{name}}}" if name is not None else "") for text, name, _, _ in parsed)
+
+
+def format_fields(template: str) -> str | None:
+    """The first ``str.format`` field of ``template`` that is not a plain ``{input}`` / ``{expected}``
+    (``{input:>400000000}``, ``{input!r}``, ``{0}``), or None."""
+    if "{" not in template:
+        return None
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError:
+        return None
+    for _, name, spec, conv in parsed:
+        if name is not None and (name not in FIELDS or spec or conv):
+            return "{" + name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+    return None
+
 
 class DemonstrationsSpec(Frozen):
     type: Literal["demonstrations"] = "demonstrations"
@@ -58,22 +125,43 @@ class DemonstrationsSpec(Frozen):
     candidates: StrictInt = Field(default=8, ge=1, le=200)
     """Proposals in all (random and bootstrapped alternate)."""
     bootstrapped: StrictBool = True
-    seed: StrictInt = 0
-    header: str = "Examples:"
-    template: str = "Input: {input}\nOutput: {expected}"
+    seed: StrictInt = Field(default=0, ge=0, le=2**63 - 1)
+    header: str = Field(default="Examples:", max_length=MAX_TEMPLATE_CHARS)
+    template: str = Field(default=DEFAULT_TEMPLATE, max_length=MAX_TEMPLATE_CHARS)
+    """``${input}`` and ``${expected}`` substitution (:func:`template_error`)."""
+    max_value_chars: StrictInt = Field(default=2000, ge=1, le=20_000)
+    """A sample's input or expected value longer than this is cut (with " ...") in its demonstration."""
 
     @field_validator("section", mode="before")
     @classmethod
     def _path(cls, value: Any) -> Any:
         return parse_path(value) if isinstance(value, str) else value
 
+    @field_validator("template", mode="before")
+    @classmethod
+    def _upgrade(cls, value: Any) -> Any:
+        return upgrade_template(value) if isinstance(value, str) else value
+
     @field_validator("template")
     @classmethod
     def _template(cls, value: str) -> str:
-        try:
-            value.format(input="", expected="")
-        except (KeyError, IndexError, ValueError) as exc:
-            raise ValueError(f"template: only {{input}} and {{expected}} may be used ({exc})") from None
+        field = format_fields(value)
+        if field is not None and "${" not in value:
+            raise ValueError(
+                f"{field} is a Python format field: templates are ${{input}} and ${{expected}} substitution "
+                "now (no width, no format spec): write e.g. 'Input: ${input}\\nOutput: ${expected}'"
+            )
+        error = template_error(value)
+        if error is not None:
+            raise ValueError(error)
+        return value
+
+    @field_validator("header")
+    @classmethod
+    def _header(cls, value: str) -> str:
+        t = string.Template(value)
+        if not t.is_valid() or t.get_identifiers():
+            raise ValueError("the header goes into a prompt section, a $ template: write $$ for a dollar")
         return value
 
     def default_treatment(self) -> TreatmentFactor | None:
@@ -97,8 +185,33 @@ def _text(value: JSONValue) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _value(value: JSONValue, limit: int) -> str:
+    """A sample's value as a demonstration shows it: cut at ``limit`` characters, every ``$`` doubled
+    (the section is a ``$`` template: a value's ``$5`` or ``${name}`` is text, not a placeholder)."""
+    text = _text(value)
+    if len(text) > limit:
+        text = text[:limit] + " ..."
+    return text.replace("$", "$$")
+
+
+def render_template(template: str, values: dict[str, str]) -> str:
+    """``template`` with ``${input}`` and ``${expected}`` replaced, in one pass (a value holding
+    ``${expected}`` is not replaced again)."""
+    parts = template.split("${input}")
+    return values["input"].join(p.replace("${expected}", values["expected"]) for p in parts)
+
+
 def render_demonstrations(spec: DemonstrationsSpec, samples: Sequence[Sample]) -> str:
-    shots = [spec.template.format(input=_text(s.input), expected=_text(s.expected)) for s in samples]
+    shots = [
+        render_template(
+            spec.template,
+            {
+                "input": _value(s.input, spec.max_value_chars),
+                "expected": _value(s.expected, spec.max_value_chars),
+            },
+        )
+        for s in samples
+    ]
     return "\n\n".join(x for x in (spec.header.strip(), *shots) if x)
 
 
@@ -170,8 +283,24 @@ class DemonstrationsOptimizer:
 
 
 def demonstration_ids(body: str, train: Sequence[Sample]) -> list[str]:
-    """Which train samples a rendered body shows (for tests and reports)."""
-    return [s.id for s in train if re.search(r"(^|\s)" + re.escape(_text(s.input)) + "$", body, re.M)]
+    """Which train samples a rendered body shows (for tests and reports): those whose input, as a
+    demonstration renders it, ends a line of ``body`` after a blank or a line start. Substring
+    search (linear), not a pattern built from the input."""
+    padded = "\n" + body + "\n"
+    out = []
+    for s in train:
+        text = _text(s.input).replace("$", "$$")
+        if any(f"{c}{text}\n" in padded for c in "\n \t\r\f\v"):
+            out.append(s.id)
+    return out
 
 
-__all__ = ["DemonstrationsOptimizer", "DemonstrationsSpec", "demonstration_ids", "render_demonstrations"]
+__all__ = [
+    "DemonstrationsOptimizer",
+    "DemonstrationsSpec",
+    "demonstration_ids",
+    "render_demonstrations",
+    "render_template",
+    "template_error",
+    "upgrade_template",
+]

@@ -341,13 +341,60 @@ def _lost_redis_ends_the_wait(job_id: str) -> Iterator[None]:
         sys.exit(LOST)
 
 
+NO_WORKER_AFTER_S = 5.0
+"""How long a job may sit queued before the CLI looks for a worker consuming the control queue."""
+
+
+def no_worker_note(job: JobHandle) -> str | None:
+    """A note when the job is still queued and no worker consumes the control queue (asked with
+    Celery's remote control, one second at most), else None. Without it a distributed job with no
+    worker sat at "Queued" silently until its 6 h timeout (issue 27)."""
+    from optiflow.distributed.app import QUEUE_CONTROL
+
+    client = job.client
+    if client.runtime.embedded or job.status() != "queued":
+        return None
+    try:
+        replies = client.app.control.inspect(timeout=1.0).active_queues() or {}
+    except Exception:  # the broker went away: the wait reports that itself
+        return None
+    if any(q.get("name") == QUEUE_CONTROL for queues in replies.values() for q in queues or ()):
+        return None
+    where = redacted(client.settings.redis_url or client.settings.broker_url or "")
+    return (
+        f"note: job {job.id} is queued and no worker consumes the {QUEUE_CONTROL} queue at {where} "
+        f"(keys under {client.settings.key_prefix}:); it waits until one does: start one with "
+        "`optiflow worker --role control` (or --role all)"
+    )
+
+
+@contextmanager
+def _worker_watch(job: JobHandle, after_s: float = NO_WORKER_AFTER_S) -> Iterator[None]:
+    """Say once, after ``after_s`` seconds, that no worker consumes the job's queue, if so."""
+    import threading
+
+    def look() -> None:
+        note = no_worker_note(job)
+        if note is not None:
+            click.echo(note, err=True)
+
+    timer = threading.Timer(after_s, look)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
 def _progress_then_result(job: JobHandle, timeout: float | None, *, quiet: bool) -> OptimizeResult:
     """Progress lines (and a live bar on a terminal) on stderr until the job ends."""
-    if quiet:
-        return job.wait(timeout)
-    from optiflow.interfaces.watch import watch as watch_job
+    with _worker_watch(job):
+        if quiet:
+            return job.wait(timeout)
+        from optiflow.interfaces.watch import watch as watch_job
 
-    watch_job(job, out=sys.stderr, timeout=timeout, show_summary=False)
+        watch_job(job, out=sys.stderr, timeout=timeout, show_summary=False)
     return job.wait(timeout=30)  # already ended: answered from the database
 
 
@@ -486,7 +533,7 @@ def resume(job_id: str, force: bool, wait_: bool, timeout: float | None) -> None
 def jobs_command(status_: str | None) -> None:
     """List recent jobs."""
     with _client() as client:
-        for rec in client.runtime.jobs.list(status_):
+        for rec in client.runtime.jobs.summaries(status_):  # summary columns only
             echo(f"{rec.id}  {rec.status:<9} {rec.kind:<8} {rec.name}  {rec.created_at:%Y-%m-%d %H:%M:%S}")
 
 

@@ -26,7 +26,14 @@ request parsing), ``guard``, ``openapi``.
 """
 
 from optiflow.interfaces.http.api import SOURCE, Api, Poll, error_body, http_status, parse_job_document
-from optiflow.interfaces.http.app import HttpConfig, check_exposure, load_model_policy, make_app, serve
+from optiflow.interfaces.http.app import (
+    HttpConfig,
+    check_exposure,
+    load_model_policy,
+    make_app,
+    make_server,
+    serve,
+)
 from optiflow.interfaces.http.guard import Guard
 from optiflow.interfaces.http.handlers import LIVE_PROGRESS, PAGE_TITLE, page_html, sse_event, sse_live
 
@@ -43,6 +50,7 @@ __all__ = [
     "http_status",
     "load_model_policy",
     "make_app",
+    "make_server",
     "page_html",
     "parse_job_document",
     "serve",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import tornado.httpserver
+import tornado.iostream
 import tornado.netutil
 import tornado.web
 
@@ -39,6 +40,16 @@ class HttpConfig:
     guard: Guard
     policy: ModelPolicy
     max_body_bytes: int
+    header_timeout_s: float = 10.0
+    """Headers must arrive within this; the connection is closed otherwise (and when idle that long)."""
+    body_timeout_s: float = 60.0
+    """A body must arrive within this; the connection is closed otherwise."""
+    max_bodies: int = 8
+    """Job documents read at once: at most ``max_bodies x max_body_bytes`` held by bodies."""
+    max_streams: int = 200
+    """Event streams open at once."""
+    max_connections: int = 1000
+    """Connections held at once; one more is closed as it arrives."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HttpConfig:
@@ -47,6 +58,11 @@ class HttpConfig:
             guard=Guard.build(token, settings.allowed_hosts),
             policy=load_model_policy(settings),
             max_body_bytes=settings.max_body_bytes,
+            header_timeout_s=settings.http_header_timeout_s,
+            body_timeout_s=settings.http_body_timeout_s,
+            max_bodies=settings.http_max_bodies,
+            max_streams=settings.http_max_streams,
+            max_connections=settings.http_max_connections,
         )
 
     def bound_to(self, host: str) -> HttpConfig:
@@ -106,6 +122,8 @@ def make_app(
         poll_s=poll_s,
         keepalive_s=keepalive_s,
         threads=threads,
+        max_bodies=config.max_bodies,
+        max_streams=config.max_streams,
     )
     args = {"api": api, "guard": config.guard}
     job = r"/api/jobs/([^/]+)"
@@ -130,6 +148,40 @@ def make_app(
         default_handler_args=args,
         optiflow_api=api,
     )
+
+
+class BoundedHTTPServer(tornado.httpserver.HTTPServer):
+    """tornado's server holding at most ``max_connections`` connections: one more is closed as it
+    arrives (its headers, even when they never come, would hold a socket and a buffer until the
+    header timeout)."""
+
+    max_connections = 1000
+
+    def handle_stream(self, stream: tornado.iostream.IOStream, address: tuple[str, int]) -> None:
+        if len(self._connections) >= self.max_connections:
+            log.warning(
+                "%d connections open (OPTIFLOW_HTTP_MAX_CONNECTIONS): one more closed", self.max_connections
+            )
+            stream.close()
+            return
+        super().handle_stream(stream, address)
+
+
+def make_server(
+    app: tornado.web.Application, config: HttpConfig, *, xheaders: bool = False
+) -> BoundedHTTPServer:
+    """The HTTP server for ``app``, bounding slow clients: headers within ``header_timeout_s`` (also
+    how long an idle keep-alive connection stays), a body within ``body_timeout_s``, at most
+    ``max_connections`` connections."""
+    server = BoundedHTTPServer(
+        app,
+        xheaders=xheaders,
+        max_body_size=config.max_body_bytes + 1024 * 1024,  # /api/jobs answers 413 itself first
+        idle_connection_timeout=config.header_timeout_s,
+        body_timeout=config.body_timeout_s,
+    )
+    server.max_connections = config.max_connections
+    return server
 
 
 def check_exposure(host: str, config: HttpConfig) -> None:
@@ -163,11 +215,7 @@ async def _serve(
 ) -> None:
     app = make_app(client, config=config)
     sockets = tornado.netutil.bind_sockets(port, address=host or None)
-    server = tornado.httpserver.HTTPServer(
-        app,
-        xheaders=client.settings.http_proxy_headers,
-        max_body_size=config.max_body_bytes + 1024 * 1024,  # /api/jobs answers 413 itself first
-    )
+    server = make_server(app, config, xheaders=client.settings.http_proxy_headers)
     server.add_sockets(sockets)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

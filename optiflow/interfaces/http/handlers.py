@@ -126,6 +126,14 @@ class BaseHandler(tornado.web.RequestHandler):
                 self.set_header("WWW-Authenticate", 'Bearer realm="optiflow"')
         elif isinstance(exc, OptiflowError):
             status, body = http_status(exc), error_body(exc)
+        elif isinstance(exc, MemoryError):  # not a bare 500: say what ran out, and that it is this request
+            status, body = (
+                503,
+                error_json(
+                    "out_of_memory",
+                    "the server ran out of memory handling this request; a smaller document may go through",
+                ),
+            )
         elif status_code >= 500:  # a bug or an outage: the details are in the server's log
             status, body = status_code, error_json("internal_error", "internal server error")
         else:
@@ -160,6 +168,7 @@ class JobsHandler(ApiHandler):
     _size = 0
     _too_large = False
     _body_read = False
+    _slot = False
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         if not self._body_read:  # refused before the body was read: the server closes; say so
@@ -181,6 +190,20 @@ class JobsHandler(ApiHandler):
                 ) from None
             if length > self.api.max_body_bytes:
                 raise self._body_too_large(length)
+        self.api.bodies.take()  # 503 when as many bodies as allowed are being read already
+        self._slot = True
+
+    def _release(self) -> None:
+        if self._slot:
+            self._slot = False
+            self.api.bodies.give()
+
+    def on_finish(self) -> None:
+        self._release()
+
+    def on_connection_close(self) -> None:
+        self._release()
+        super().on_connection_close()
 
     def data_received(self, chunk: bytes) -> None:
         if self._too_large:
@@ -240,12 +263,28 @@ class EventsHandler(ApiHandler):
     answered 503 until they are back)."""
 
     closed = False
+    _slot = False
 
     def on_connection_close(self) -> None:
         self.closed = True
+        self._release()
+
+    def on_finish(self) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._slot:
+            self._slot = False
+            self.api.streams.give()
+
+    async def _poll(self, job_id: str, after: int) -> Poll:
+        return await IOLoop.current().run_in_executor(self.api.stream_executor, self.api.poll, job_id, after)
 
     async def get(self, job_id: str) -> None:
-        poll = await self.blocking(self.api.poll, job_id, self._resume_point())  # 4xx/503 before any byte
+        after = self._resume_point()
+        self.api.streams.take()  # 503 when as many streams as allowed are open
+        self._slot = True
+        poll = await self._poll(job_id, after)  # 4xx/503 before any byte
         if poll.done and not poll.events:
             self.set_status(204)
             self.finish()
@@ -277,7 +316,7 @@ class EventsHandler(ApiHandler):
                 return
             await asyncio.sleep(self.api.poll_s)
             try:
-                poll = await self.blocking(self.api.poll, job_id, poll.after)
+                poll = await self._poll(job_id, poll.after)
             except OptiflowError as exc:
                 data = json.dumps(error_body(exc), separators=(",", ":"))
                 self.write(f"event: unavailable\ndata: {data}\n\n")

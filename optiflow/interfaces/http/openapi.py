@@ -26,7 +26,8 @@ _ERRORS = {
     "404": "no such job, prompt or route (not_found)",
     "409": "the job is not in a state that allows this (job_conflict)",
     "413": "the body is larger than OPTIFLOW_MAX_BODY_BYTES (body_too_large)",
-    "503": "Redis, the broker or the database does not answer (redis_unavailable, ...)",
+    "503": "Redis, the broker or the database does not answer (redis_unavailable, ...), or the server is at "
+    "a limit (busy: OPTIFLOW_HTTP_MAX_BODIES, OPTIFLOW_HTTP_MAX_STREAMS; out_of_memory)",
 }
 
 

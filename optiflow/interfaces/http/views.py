@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from optiflow.core.actions import ACTION
 from optiflow.core.kinds import AnySpec, parse_spec
+from optiflow.core.outcome import outcome_of
 from optiflow.core.records import PROGRESS_CHANGED, TRIAL_ADDED_OR_UPDATED, Event, Rejection, Trial
 from optiflow.core.sections import path_str
 from optiflow.core.step import Step
@@ -418,69 +419,10 @@ def _prompt_hash(rec: JobRecord) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-_UNCONFIRMED = "not confirmed on held-out data"
-
-
-def _unconfirmed(report: Mapping[str, Any]) -> bool:
-    """An optimize report whose best the held-out test split did not confirm (``test.confirmed``
-    False, or its gain summary says so): the job did not improve, nothing is applied."""
-    test = report.get("test")
-    if isinstance(test, Mapping) and test.get("confirmed") is False:
-        return True
-    summary = report.get("gain_summary")
-    return isinstance(summary, str) and summary.startswith(_UNCONFIRMED)
-
-
 def outcome(rec: JobRecord) -> dict[str, Any] | None:
-    """What a finished job found, in a few words for the jobs list: the tokens a compress job
-    saved, an optimize job's best score against its baseline, a measure job's pass rate. ``bad``:
-    the job's report says its caller should fail (a measure job under its floor: exit 3)."""
-    from optiflow.core.optimize.output import fmt_score
-
-    report = (rec.result or {}).get("report")
-    if not isinstance(report, Mapping):
-        return None
-    kind = report.get("kind", "compress")
-    if kind == "compress":
-        saved = _num(report.get("total_token_reduction")) or 0
-        accepted, rejected = len(report.get("modifications") or ()), len(report.get("rejected") or ())
-        text = f"\N{MINUS SIGN}{saved:,.0f} tokens · {accepted} accepted, {rejected} rejected"
-        return {"text": text, "bad": False}
-    if kind == "optimize":
-        iterations = [i for i in report.get("iterations") or () if isinstance(i, Mapping)]
-        if not iterations:
-            return None
-        first, last = _num(iterations[0].get("best_so_far")), _num(iterations[-1].get("best_so_far"))
-        changed = report.get("best_candidate_id") != report.get("baseline_candidate_id")
-        if not changed:
-            text = f"baseline {fmt_score(first)} kept: no better candidate"
-        elif _unconfirmed(report):
-            text = f"best {fmt_score(last)} (baseline {fmt_score(first)}) not confirmed on held-out data"
-        else:
-            text = f"best {fmt_score(last)} (baseline {fmt_score(first)})"
-        return {"text": text, "bad": False}
-    if kind == "measure":
-        rate, wilson = _num(report.get("pass_rate")), report.get("wilson")
-        lower = _num(wilson.get("lower")) if isinstance(wilson, Mapping) else None
-        floor = _num(report.get("fail_below"))
-        if rate is None:
-            return None
-        text = f"pass rate {rate:.1%}"
-        bad = floor is not None and lower is not None and lower < floor
-        if floor is not None and lower is not None:
-            text += f" · lower bound {lower:.1%} {'under' if bad else 'above'} the floor {floor:.1%}"
-        drift = drift_view(report.get("drift"))
-        if drift is not None and drift["drop_shown"]:
-            from optiflow.core.drift.output import pts
-
-            text += f" · drift shown: {pts(drift['estimate'])} against the reference"
-            return {"text": text, "bad": True, "badge": "below floor" if bad else "drift shown"}
-        return {"text": text, "bad": bad}
-    return None
+    """What a finished job found, in a few words (:func:`optiflow.core.outcome.outcome_of`); the
+    jobs list reads it from the job's ``outcome`` column, written when the job ended."""
+    return outcome_of(rec.result)
 
 
 def measure_matches(rec: JobRecord, ns: str, key: str, tag: str) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-HEAD = "0002"
+HEAD = "0003"
 """The newest revision, known without importing Alembic (checked by a test)."""
 
 VERSION_TABLE = "optiflow_alembic_version"
