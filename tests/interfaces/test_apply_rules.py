@@ -170,7 +170,7 @@ def test_the_checks_see_the_merged_params(client: Client, home: Path) -> None:
     slow = load_job(MEASURE, overrides={"tag": "noise0", "baseline_model_params": {"sim_latency_ms": 1e9}})
     with pytest.raises(ValidationError) as err:
         client.submit(slow)
-    assert err.value.field == "baseline_model_params" and "sim_latency_ms" in err.value.message
+    assert err.value.field == "baseline_model_params.sim_latency_ms"
     stored_tag(client, "tools", {"tool_choice": "auto"})
     doc = load_job(MEASURE, overrides={"tag": "tools", "baseline_model_params": {"temperature": 0}})
     with pytest.raises(PolicyError) as refused:

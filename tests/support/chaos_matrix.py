@@ -76,8 +76,12 @@ def optimize_doc(acceptance: dict[str, object], *, noisy: bool = False) -> dict[
 
 
 def measure_doc() -> dict[str, Any]:
+    """support-bot's measure job, recording itself as the drift reference: a comparison would read
+    whichever measure of the same prompt and tag ended first in the wave (the reference job or
+    another cell's), so its figures would depend on the order the wave's jobs end, not on a kill."""
     data = load_job(SUPPORT_BOT / "measure.yaml").model_dump(mode="json")
-    return {**_cut(data, COMPRESS_SAMPLES), "runs": 3, "model": _model()}
+    drift = {"set_reference": True}
+    return {**_cut(data, COMPRESS_SAMPLES), "runs": 3, "model": _model(), "drift": drift}
 
 
 PAIRED = {"mode": "paired", "margin": 0.5, "max_runs": 4}

@@ -14,6 +14,13 @@ night ``k`` alarms falsely with probability at most ``alpha_k``, whatever the ea
 unbounded sequence of nights ``P(any false alarm) <= sum alpha_k = alpha``. A gain is tested the
 same way at the same levels (reported, never an error). Once a drop has been shown it stays shown
 until a new reference is set: nothing since un-shows it.
+
+The work of a night is bounded: a window's law costs at most ``min(m, N - m) + 1`` terms per sample
+(``m`` runs in the window of ``N``) and :data:`PAIR_COST` more, and the windows are taken shortest
+first while their costs fit in :data:`WORK_BOUND` (the shortest always), the weights renormalized over the windows taken. Which
+windows are taken depends on the run counts only, never on which runs passed, so the mean stays an
+e-value; a long history of a large dataset loses its longest windows, not its guarantee, and the
+evidence says how many windows it weighed (``windows``).
 """
 
 from __future__ import annotations
@@ -33,6 +40,14 @@ WINDOWS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 96, 128, ...) without end, so that evidence of a small drop keeps accumulating."""
 FLIPS = 5
 """Samples named with a shown drop."""
+WORK_BOUND = 600_000
+"""Work units one night may spend (a few seconds of the control worker's time at most, about a
+second for 20,000 samples): the windows past it are left out (see the module's docstring). A
+window's (sample, law) pair costs :data:`PAIR_COST` units and one per term of its law. The bench's
+years (48 samples, 365 nights of 3 runs) take every window."""
+PAIR_COST = 20
+"""What a (sample, window) pair costs beyond its law's terms, in terms (measured: the window's
+bookkeeping and its ten generating functions cost about twenty terms' time)."""
 
 Shown = Literal["drop", "gain", "none"]
 
@@ -83,6 +98,7 @@ class Evidence(Frozen):
     log_gain: float
     window: int = Field(description="the window (nights) that carried most of the drop evidence")
     gain_window: int
+    windows: int = Field(default=0, ge=0, description="windows weighed (0: every one of the night's grid)")
     shown: Shown
     first_shown: int | None = Field(default=None, description="the night a drop was first shown")
     flips: tuple[Flip, ...] = ()
@@ -113,13 +129,31 @@ def windows_at(night: int) -> tuple[int, ...]:
     return tuple(sorted({*window_grid(night), night}))
 
 
-def window_weights(night: int) -> dict[int, float]:
+def window_weights(night: int, taken: int | None = None) -> dict[int, float]:
     """The prior weight of each window at ``night``: ``(j + 1)^-1.5`` for the j-th shortest,
-    normalized (short windows first: a fresh drop is found in a few nights)."""
-    ws = windows_at(night)
+    normalized (short windows first: a fresh drop is found in a few nights); with ``taken``, over
+    the ``taken`` shortest only."""
+    ws = windows_at(night)[:taken]
     raw = [(j + 1) ** -1.5 for j in range(len(ws))]
     total = sum(raw)
     return {w: r / total for w, r in zip(ws, raw, strict=True)}
+
+
+def law_terms(windows: Sequence[SampleWindow]) -> int:
+    """An upper bound on a window's work, from its run counts alone (see :data:`WORK_BOUND`)."""
+    return sum(min(s.window_runs, s.before_runs) + 1 + PAIR_COST for s in windows)
+
+
+def windows_within(splits: Mapping[int, Sequence[SampleWindow]], bound: int | None = None) -> int:
+    """How many of the shortest windows fit in ``bound`` terms (:data:`WORK_BOUND`; at least one)."""
+    bound = WORK_BOUND if bound is None else bound
+    spent, taken = 0, 0
+    for w in sorted(splits):
+        spent += law_terms(splits[w])
+        if taken and spent > bound:
+            break
+        taken += 1
+    return taken
 
 
 def split(reference: Tally, nights: Sequence[Tally], widths: Sequence[int]) -> dict[int, list[SampleWindow]]:
@@ -166,8 +200,10 @@ def evidence(
     k = len(nights)
     if k < 1:
         raise ValueError("no night to decide")
-    weights = window_weights(k)
-    splits = split(reference, nights, tuple(weights))
+    grid = windows_at(k)
+    splits = split(reference, nights, grid)
+    taken = windows_within(splits)
+    weights = window_weights(k, taken)
     per: dict[int, tuple[Direction, Direction]] = {w: log_evidence(splits[w], margin) for w in weights}
     log_drop = _mix([(weights[w], per[w][0].mixed) for w in weights])
     log_gain = _mix([(weights[w], per[w][1].mixed) for w in weights])
@@ -189,6 +225,7 @@ def evidence(
         log_gain=log_gain,
         window=window,
         gain_window=gain_window,
+        windows=0 if taken == len(grid) else taken,
         shown=shown,
         first_shown=first_shown,
         flips=flips,
@@ -232,13 +269,17 @@ def sequence(
 __all__ = [
     "FLIPS",
     "WINDOWS",
+    "PAIR_COST",
+    "WORK_BOUND",
     "Evidence",
     "Flip",
     "Shown",
     "Tally",
     "evidence",
+    "law_terms",
     "sequence",
     "split",
     "window_weights",
     "windows_at",
+    "windows_within",
 ]

@@ -75,6 +75,11 @@ def detail(report: DriftReport) -> list[str]:
         f"{e.alpha:.2g} of alpha {report.alpha:g}; most over the last {e.window} night(s)), of a gain "
         f"{evidence_text(e.log_gain)}; powered for a drop of {report.margin:.0%}"
     ]
+    if e.windows:
+        out.append(
+            f"weighed the {e.windows} shortest windows only: the longer ones are past the work bound "
+            "of one night (the evidence is still an e-value)"
+        )
     if e.drop_shown and e.flips:
         out.append("samples that flipped most: " + ", ".join(f.line() for f in e.flips))
     return out

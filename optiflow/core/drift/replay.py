@@ -91,7 +91,7 @@ def replay(document: Mapping[str, Any]) -> Replayed:
         first = again.first_shown
         decided.append(again)
         was = night.evidence
-        for field in ("shown", "first_shown", "window", "gain_window"):
+        for field in ("shown", "first_shown", "window", "gain_window", "windows"):
             a, b = getattr(was, field), getattr(again, field)
             if a != b:
                 differences.append(Difference(night=k, field=field, recorded=str(a), replayed=str(b)))

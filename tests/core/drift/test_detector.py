@@ -102,3 +102,44 @@ def test_versus_pairs_by_sample_and_counts_both_sides_noise() -> None:
     wide = versus(Tally(passes=(3, 0), runs=(4, 4)), Tally(passes=(0, 0), runs=(3, 3)))
     narrow = versus(Tally(passes=(30, 0), runs=(40, 40)), Tally(passes=(0, 0), runs=(3, 3)))
     assert narrow.high - narrow.low < wide.high - wide.low  # a stronger reference, a narrower interval
+
+
+def test_a_night_weighs_at_most_the_work_bound_and_its_shortest_windows_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The control worker's work per night is bounded whatever the history's size: the windows are
+    taken shortest first while their laws fit in ``WORK_BOUND`` terms, the choice made from run
+    counts alone (the same counts, any outcomes: the same windows), and the report says so."""
+    import optiflow.core.drift.detector as detector
+    from optiflow.core.drift.conditional import HyperGeometric
+
+    rng = random.Random(5)
+    p = [rng.random() for _ in range(N)]
+    reference = draw(rng, p, 12)
+    nights = [draw(rng, p, 3) for _ in range(200)]
+    full = evidence(reference, nights, ids=IDS, margin=0.1, alpha=0.05)
+    assert full.windows == 0  # 40 samples x 200 nights: every window of the grid fits
+
+    bound = 20_000
+    monkeypatch.setattr(detector, "WORK_BOUND", bound)
+    terms = 0
+    real = HyperGeometric.of.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[HyperGeometric], total: int, passes: int, drawn: int) -> HyperGeometric:
+        nonlocal terms
+        law = real(cls, total, passes, drawn)
+        terms += len(law.log_pmf)
+        return law
+
+    monkeypatch.setattr(HyperGeometric, "of", classmethod(counted))
+    cut = evidence(reference, nights, ids=IDS, margin=0.1, alpha=0.05)
+    grid = windows_at(200)
+    assert 1 <= cut.windows < len(grid)
+    assert 0 < terms <= bound  # each (window, sample) law computed once
+    assert cut.window in grid[: cut.windows] and cut.gain_window in grid[: cut.windows]
+    weights = window_weights(200, cut.windows)
+    assert sum(weights.values()) == pytest.approx(1.0) and list(weights) == list(grid[: cut.windows])
+    flipped = [
+        Tally(passes=tuple(r - x for x, r in zip(t.passes, t.runs, strict=True)), runs=t.runs) for t in nights
+    ]
+    assert evidence(reference, flipped, ids=IDS, margin=0.1, alpha=0.05).windows == cut.windows
