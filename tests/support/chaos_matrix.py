@@ -238,6 +238,9 @@ def comparable(report: Any, job_id: str, name: str, *, fail_fast: bool = False) 
             data["ablation"] = {**ablation, "stats": None, "reason": _count_free(ablation["reason"])}
         if _strict(data.get("combined")) and data["combined"].get("regressed"):
             data["combined"] = "rejected by strict under fail-fast"
+    reference = (data.get("drift") or {}).get("reference")
+    if isinstance(reference, dict) and "id" in reference:  # a fresh id per reference recorded
+        data["drift"]["reference"] = {**reference, "id": "<reference>"}
     return _walk(data, job_id, name)
 
 

@@ -15,12 +15,13 @@ unbounded sequence of nights ``P(any false alarm) <= sum alpha_k = alpha``. A ga
 same way at the same levels (reported, never an error). Once a drop has been shown it stays shown
 until a new reference is set: nothing since un-shows it.
 
-The work of a night is bounded: a window's law costs at most ``min(m, N - m) + 1`` terms per sample
-(``m`` runs in the window of ``N``) and :data:`PAIR_COST` more, and the windows are taken shortest
-first while their costs fit in :data:`WORK_BOUND` (the shortest always), the weights renormalized over the windows taken. Which
-windows are taken depends on the run counts only, never on which runs passed, so the mean stays an
-e-value; a long history of a large dataset loses its longest windows, not its guarantee, and the
-evidence says how many windows it weighed (``windows``).
+The work of a night is bounded: a window's law costs at most ``min(m, N - m) + 1`` terms per
+sample (``m`` runs in the window of ``N``) and :data:`PAIR_COST` more, and the windows are taken
+shortest first while their costs fit in :data:`WORK_BOUND` (the shortest always), the weights
+renormalized over the windows taken. Which windows are taken depends on the run counts only, never
+on which runs passed, so the mean stays an e-value; a long history of a large dataset loses its
+longest windows, not its guarantee, and the evidence says how many windows it weighed
+(``windows``).
 """
 
 from __future__ import annotations
@@ -268,8 +269,8 @@ def sequence(
 
 __all__ = [
     "FLIPS",
-    "WINDOWS",
     "PAIR_COST",
+    "WINDOWS",
     "WORK_BOUND",
     "Evidence",
     "Flip",

@@ -110,7 +110,7 @@ def test_a_night_weighs_at_most_the_work_bound_and_its_shortest_windows_first(
     """The control worker's work per night is bounded whatever the history's size: the windows are
     taken shortest first while their laws fit in ``WORK_BOUND`` terms, the choice made from run
     counts alone (the same counts, any outcomes: the same windows), and the report says so."""
-    import optiflow.core.drift.detector as detector
+    from optiflow.core.drift import detector
     from optiflow.core.drift.conditional import HyperGeometric
 
     rng = random.Random(5)
