@@ -17,8 +17,8 @@ from optiflow.core.model import ModelConfig
 from optiflow.core.prompt import Prompt, Section
 from optiflow.core.sections import path_str
 from optiflow.errors import ModelProviderError
-from optiflow.llm.compress import Proposal, guard_placeholders
 from optiflow.llm.markers import EXTRACT_MARKER
+from optiflow.llm.proposal import Proposal, guard_placeholders
 
 log = logging.getLogger(__name__)
 

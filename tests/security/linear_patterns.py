@@ -146,7 +146,7 @@ LINEAR: dict[Key, tuple[str, str | None]] = {
     ("interfaces.http.api", "JOB_ID", "^[A-Za-z0-9_.\\-]{1,64}$"): ("anchored, bounded; URL parts", None),
     ("interfaces.http.api", "_NAME", "^[A-Za-z0-9_.\\-]+$"): ("anchored, one class; query arguments", None),
     # -- llm -----------------------------------------------------------------------------------
-    ("llm.compress", "_FENCE", "^```[A-Za-z0-9_-]*\\s*\\n(.*?)\\n?```\\s*$"): (
+    ("llm.proposal", "_FENCE", "^```[A-Za-z0-9_-]*\\s*\\n(.*?)\\n?```\\s*$"): (
         "anchored (.match): one start; the lazy body tries the closing fence once per position",
         "compress.clean_output",
     ),
@@ -282,7 +282,7 @@ when it never reads document text)."""
 TEMPLATE_USES: dict[str, str] = {
     "optiflow.admission": "admission.check_templates",
     "optiflow.core.prompt": "prompt.render (body)",
-    "optiflow.llm.compress": "compress.guard_placeholders",
+    "optiflow.llm.proposal": "compress.guard_placeholders",
     "optiflow.core.optimize.demonstrations": "demonstrations: template",
 }
 """Modules that use ``string.Template`` (whose own pattern (``\\$(?:(\\$)|(name)|{(name)}|())`` is bounded

@@ -42,6 +42,7 @@ import optiflow.interfaces.http.api
 import optiflow.llm.compress
 import optiflow.llm.judge
 import optiflow.llm.noise
+import optiflow.llm.proposal
 import optiflow.llm.rewrite
 import optiflow.llm.simulated
 import optiflow.llm.tokens
@@ -347,11 +348,11 @@ READERS: Sequence[Reader] = (
     # what the LLM strategies send and read back
     Reader(
         "compress.guard_placeholders",
-        lambda t: _M.llm.compress.guard_placeholders(t, _halves(t)[0]),
+        lambda t: _M.llm.proposal.guard_placeholders(t, _halves(t)[0]),
         "section bodies and proposals",
-        (_M.llm.compress,),
+        (_M.llm.proposal,),
     ),
-    Reader("compress.clean_output", _M.llm.compress.clean_output, "a model's proposal", (_M.llm.compress,)),
+    Reader("compress.clean_output", _M.llm.proposal.clean_output, "a model's proposal", (_M.llm.proposal,)),
     Reader("rewrite.rewrite_messages", _rewrite, "section bodies, failing samples", (_M.llm.rewrite,)),
     # the simulated model
     Reader(
