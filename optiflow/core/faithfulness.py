@@ -32,13 +32,21 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
+from pydantic import StrictBool
+
 from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.model import ModelConfig
+from optiflow.core.provenance import SentenceMap, provenance
 from optiflow.core.relevance import sample_text
 
 SUPPORT_THRESHOLD = 0.55
 """Chosen on the labelled suite (``tests/core/test_faithfulness.py`` prints it): the lowest support
 among its faithful proposals is 0.69 (a paraphrase writing "GDPR" and "feed"), the highest among
 the unfaithful ones only this rule can catch is 0.41 (an invented rule); 0.55 is between them."""
+
+SENTENCE_SUPPORT = 0.5
+"""A proposal sentence whose weighted content words are less than this share in the original
+sentence(s) it comes from says something the original does not (chosen on the suite's tune half)."""
 
 ANSWER_WORDS = 4
 """A proposal stating one label with at most this many other content words is an answer
@@ -113,6 +121,22 @@ CHAT: tuple[tuple[str, Searcher], ...] = tuple(
 )
 
 
+class JudgeSpec(Frozen):
+    """``faithfulness.judge``: a model asked, for every proposal that passes the reading rules,
+    whether proposal and original impose the same instructions, both ways."""
+
+    model: ModelConfig
+
+
+class FaithfulnessSpec(Frozen):
+    """A compress job's ``faithfulness`` setting."""
+
+    allow_dropped_rules: StrictBool = False
+    """Let a proposal drop an original sentence that carries an obligation, a prohibition, a number
+    or a code; the report lists each such rule as not verified by the dataset."""
+    judge: JudgeSpec | None = None
+
+
 class FaithfulnessContext(Frozen):
     """What the check knows of the job: its answer labels, and word rarity (IDF) over the prompt's
     section bodies and the dataset's inputs."""
@@ -120,6 +144,9 @@ class FaithfulnessContext(Frozen):
     labels: tuple[str, ...] = ()
     idf: dict[str, float] = {}
     unseen_idf: float = 1.0
+    allow_dropped_rules: bool = False
+    """The job's ``faithfulness.allow_dropped_rules``: a proposal may drop an original sentence
+    carrying a rule (each is then listed as not verified by the dataset)."""
 
 
 class Faithfulness(Frozen):
@@ -133,13 +160,54 @@ class Faithfulness(Frozen):
     threshold: float = SUPPORT_THRESHOLD
     reason: str = ""
     """Why it was refused ("" when faithful)."""
+    sentences: SentenceMap | None = None
+    """Which original sentences each proposal sentence comes from; which were dropped."""
+    dropped_rules: tuple[str, ...] = ()
+    """Rules the proposal drops that the job allowed to drop (``allow_dropped_rules``): not
+    verified by the dataset unless the gate saw the edit lose something."""
+    judge: JudgeVerdict | None = None
+    """The judge model's verdict (``faithfulness.judge``), when one was asked."""
 
     def line(self) -> str:
         verdict = "faithful" if self.faithful else f"refused: {self.reason}"
-        return (
+        out = (
             f"{verdict} (support {self.support:.0%}, threshold {self.threshold:.0%}, "
             f"coverage {self.coverage:.0%})"
         )
+        if self.judge is not None:
+            out += f"; judge {self.judge.model}: {'same' if self.judge.same else 'differs'}"
+        return out
+
+    def map_lines(self) -> list[str]:
+        """The sentence map as text: every dropped original sentence, every merge, the rules
+        dropped without evidence, the judge's reason."""
+        out: list[str] = []
+        m = self.sentences
+        if m is not None:
+            for i, o in enumerate(m.original):
+                if o.status == "dropped":
+                    rule = f" [rule: {o.rule}]" if o.rule else ""
+                    out.append(f"dropped  o{i + 1}: {o.text}{rule}")
+            for j, p in enumerate(m.proposal):
+                src = ", ".join(f"o{i + 1}" for i in p.sources) or "no source"
+                out.append(f"p{j + 1} <- {src} (support {p.support:.0%}): {p.text}")
+        out += [f"not verified by the dataset: {r}" for r in self.dropped_rules]
+        if self.judge is not None:
+            out.append(f"judge {self.judge.model}: {self.judge.reason}")
+        return out
+
+
+class JudgeVerdict(Frozen):
+    """What a judge model said of a proposal: whether it imposes the same instructions as the
+    original, both ways, and why."""
+
+    model: str
+    same: bool
+    reason: str = ""
+    forward: bool | None = None
+    """The original's instructions all hold in the proposal."""
+    backward: bool | None = None
+    """The proposal's instructions all hold in the original."""
 
 
 def stem(word: str) -> str:
@@ -213,10 +281,16 @@ def measure(original: str, proposal: str, ctx: FaithfulnessContext) -> tuple[flo
 
 
 def check(
-    original: str, proposal: str, ctx: FaithfulnessContext, threshold: float = SUPPORT_THRESHOLD
+    original: str,
+    proposal: str,
+    ctx: FaithfulnessContext,
+    threshold: float = SUPPORT_THRESHOLD,
+    sentence_threshold: float = SENTENCE_SUPPORT,
 ) -> Faithfulness:
     """The verdict on one proposal (see the module docstring for the rules, in order)."""
     support, coverage, new = measure(original, proposal, ctx)
+    smap, findings = provenance(original, proposal, ctx.labels, sentence_threshold)
+    allowed: list[str] = []
 
     def verdict(reason: str = "") -> Faithfulness:
         return Faithfulness(
@@ -225,6 +299,8 @@ def check(
             coverage=round(coverage, 4),
             threshold=threshold,
             reason=reason,
+            sentences=smap,
+            dropped_rules=tuple(allowed),
         )
 
     if not proposal.strip():
@@ -249,15 +325,30 @@ def check(
         return verdict(
             f"says something the original does not: {support:.0%} of its content is in it (new: {words})"
         )
+    for f in findings:
+        if f.kind == "changed":
+            return verdict(f.reason)
+    for f in findings:
+        if f.kind == "unsupported":
+            return verdict(f.reason)
+    dropped = [f.reason for f in findings if f.kind == "dropped rule"]
+    if dropped and not ctx.allow_dropped_rules:
+        more = f" (and {len(dropped) - 1} more)" if len(dropped) > 1 else ""
+        return verdict(dropped[0] + more)
+    allowed.extend(d.removeprefix("drops the rule ") for d in dropped)
     return verdict()
 
 
 __all__ = [
     "ANSWER_WORDS",
     "CHAT",
+    "SENTENCE_SUPPORT",
     "SUPPORT_THRESHOLD",
     "Faithfulness",
     "FaithfulnessContext",
+    "FaithfulnessSpec",
+    "JudgeSpec",
+    "JudgeVerdict",
     "check",
     "content_words",
     "context_for",

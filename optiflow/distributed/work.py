@@ -233,9 +233,10 @@ def faithfulness_context(spec: CompressSpec) -> FaithfulnessContext:
     """What the faithfulness check reads of a job: its sections as rendered, its dataset."""
     current = spec.prompt.with_bodies({o.path: o.body for o in spec.baseline_overrides})
     samples = spec.dataset.samples
-    return context_for(
+    ctx = context_for(
         [s.body for s in current.sections], [s.input for s in samples], [s.expected for s in samples]
     )
+    return ctx.model_copy(update={"allow_dropped_rules": spec.faithfulness.allow_dropped_rules})
 
 
 def refusal(path: SectionPath, exc: ProposalRefused) -> ProposalError:

@@ -164,7 +164,7 @@ def build_strategy(spec: StrategySpec | Mapping[str, Any]) -> CompressStrategy:
     if isinstance(spec, LLMStrategySpec):
         return LLMCompressStrategy(model=spec.model, faithfulness=spec.faithfulness, retries=spec.retries)
     if isinstance(spec, ExtractiveStrategySpec):
-        return ExtractiveCompressStrategy(model=spec.model)
+        return ExtractiveCompressStrategy(model=spec.model, faithfulness=spec.faithfulness)
     if isinstance(spec, RuleStrategySpec):
         return RuleCompressStrategy()
     raise ValidationError(f"unknown strategy {spec!r}", field="strategy.type")

@@ -84,6 +84,23 @@ LINEAR: dict[Key, tuple[str, str | None]] = {
         "bounded: one escaped label of at most 40 characters (labels_of)",
         "faithfulness.check (proposal)",
     ),
+    (
+        "core.provenance",
+        "_TOKEN",
+        "\\$\\{\\w+\\}|\\d+(?:[.,]\\d+)*%?|[^\\W\\d_][\\w'\\u2019-]*|[,;:\\\"\\u201c\\u201d()]",
+    ): (
+        "alternatives told apart by their first character; each a class run consumed once",
+        "provenance (two texts)",
+    ),
+    (
+        "core.provenance",
+        "_END",
+        "\\n[ \\t]*(?:\\n|(?=[-*\\u2022][ \\t]|\\d{1,3}[.)][ \\t]))|(?:(?<=[.!?])|(?<=[.!?][\\\"')\\]\\u201d]))[ \\t\\n]+(?![ \\t\\na-z])|(?<=;)[ \\t\\n]+(?![ \\t\\n])",
+    ): (
+        "starts only at a line break (its blank run scanned once) or after a fixed-width lookbehind "
+        "(a sentence end or ';'), one blank run each",
+        "provenance (two texts)",
+    ),
     # -- optimizers ----------------------------------------------------------------------------
     ("core.optimize.document", "_UNSAFE", "[^A-Za-z0-9_.\\-]+"): (
         "one class; use-case and experiment names",

@@ -32,6 +32,7 @@ import optiflow.core.faithfulness
 import optiflow.core.optimize.demonstrations
 import optiflow.core.optimize.params
 import optiflow.core.prompt
+import optiflow.core.provenance
 import optiflow.core.relevance
 import optiflow.core.sections
 import optiflow.errors
@@ -69,6 +70,7 @@ from optiflow.core.optimize.failures import analyze_failures
 from optiflow.core.optimize.params import ParameterBlockSpec
 from optiflow.core.optimize.trial import FailingSample
 from optiflow.core.prompt import Prompt, Section
+from optiflow.core.provenance import provenance
 from optiflow.core.relevance import Relevance, removed_sentences
 from optiflow.core.step import FailingExample, RewriteRequest
 from optiflow.errors import OptiflowError
@@ -404,14 +406,28 @@ READERS: Sequence[Reader] = (
         "faithfulness.check (proposal)",
         lambda t: faithful(ORIGINAL, t, CONTEXT),
         "proposals",
-        (_M.core.faithfulness,),
+        (_M.core.faithfulness, _M.core.provenance),
         corpus=("do you ",),  # issue 27: "do you " x 32000 held the GIL for 46 s
     ),
     Reader(
         "faithfulness.check (two texts)",
         lambda halves: faithful(halves[0], halves[1], CONTEXT),
         "section bodies and proposals",
-        (_M.core.faithfulness,),
+        (_M.core.faithfulness, _M.core.provenance),
+        prepare=_halves,
+    ),
+    Reader(
+        "provenance (original)",
+        lambda t: provenance(t, ORIGINAL, CONTEXT.labels),
+        "section bodies",
+        (_M.core.provenance,),
+        corpus=("Do not. ", "RFD-201 ", "positive, ", "14 days "),
+    ),
+    Reader(
+        "provenance (two texts)",
+        lambda halves: provenance(halves[0], halves[1], ("negative", "positive", "very bad")),
+        "section bodies and proposals",
+        (_M.core.provenance,),
         prepare=_halves,
     ),
     Reader(
