@@ -11,7 +11,7 @@ is a stop word), a changed number or code, two labels exchanged, and a rule drop
    than :data:`COMMON` original sentences does not vote), at most :data:`CANDIDATES` per sentence;
    the best becomes its source, and further candidates join (a merge) while they add support and
    keep enough of their own words. So every step is a bounded number of dict lookups per word:
-   linear in the two texts, never sentence × sentence.
+   linear in the two texts, never sentence x sentence.
 3. **Mark** each original sentence kept (the sole source of a proposal sentence), merged (one of
    several sources), or dropped.
 4. **Compare the meaning-bearing words** of every kept sentence with the proposal sentences made
@@ -19,7 +19,7 @@ is a stop word), a changed number or code, two labels exchanged, and a rule drop
    (not, no, never, n't, without, cannot, avoid…), exceptions (except, unless), restriction (only),
    modal force (must/always > should > may), numbers with their unit, codes and identifiers
    (``RFD-201``, ``GDPR``), placeholders, answer labels, and which label goes with which condition
-   words (a label–condition pair swapped). Words inside double quotes are examples: their
+   words (a label-condition pair swapped). Words inside double quotes are examples: their
    negations, modals, numbers and labels do not count (their codes and placeholders do).
 5. **Dropped rules**: a dropped original sentence that carries an obligation or prohibition
    (a negation, must/always/should/required/never, only, except/unless), a number or a code is a
@@ -400,9 +400,9 @@ def align(
         total = sum(weights.values())
         score: dict[int, float] = defaultdict(float)
         for w in p.words:
-            bucket = postings.get(w)
-            if bucket and len(bucket) <= COMMON:
-                for i in bucket:
+            hits = postings.get(w)
+            if hits and len(hits) <= COMMON:
+                for i in hits:
                     score[i] += weights[w]
         ranked = sorted(score, key=lambda i: (-score[i], i))[:CANDIDATES]
         chosen: list[int] = []
