@@ -72,6 +72,14 @@ UNITS = frozenset(
     time euro dollar pound usd eur gbp kg km cm mb gb kb page paragraph point bullet attempt
     business working calendar""".split()  # noqa: SIM905
 )
+ORDERS = frozenset(
+    """answer reply respond write use put keep include add give return output classify label
+    choose select mark tag ask tell explain confirm offer escalate refer end start begin format list
+    state name say mention treat apologise apologize check thank send quote cite follow call""".split()  # noqa: SIM905
+)
+"""Instruction verbs: a sentence opening with one (after "please", "always", "then"...) is an order."""
+_LEADERS = frozenset({"please", "always", "also", "then", "finally", "first", "now", "just"})
+_EXAMPLE_LINE = frozenset({"answer", "output", "label", "a", "assistant", "response", "sentiment", "result"})
 NUMBER_WORDS = {
     w: str(i)
     for i, w in enumerate(
@@ -119,15 +127,26 @@ class Sentence:
     """Modal force present: 3 must/always, 2 should, 1 may."""
     bindings: dict[str, set[str]] = field(default_factory=dict)
     """Condition word -> the labels its clause states (a clause stating exactly one label)."""
+    lead: str = ""
+    """Its first word(s), lowercased: an instruction verb there makes it an order."""
 
     @property
     def rule(self) -> str:
-        """What makes it a rule (empty: none): the first obligation, prohibition, number or code."""
+        """What makes it a rule (empty: none): its first prohibition, exception, restriction,
+        number or code; its modal obligation; an order (:data:`ORDERS`); a label it states (not in
+        an example answer line such as ``Answer: ...``)."""
         for key, shown in self.markers.items():
             if key.split(":", 1)[0] in ("neg", "exc", "only", "num", "code"):
                 return shown
         if self.modal & {2, 3}:
             return self.markers.get("modal", "must")
+        verb = self.lead.split(" ", 1)[0]
+        if verb in ORDERS and not self.lead.startswith(("keep in mind", "note ")):
+            return verb
+        if not self.lead.endswith(":"):
+            for key, shown in self.markers.items():
+                if key.startswith("label:"):
+                    return shown
         return ""
 
 
@@ -236,6 +255,11 @@ class Reader:
                 k = cache[t] = self.kind(t)
             kinds.append(k)
         bind = any(k[0] == "label" or k[1] in self.first for k in kinds)
+        lead = [k[1] for k in kinds[:4] if k[0] != "quote"]
+        while lead and lead[0] in _LEADERS:
+            lead.pop(0)
+        if lead:
+            s.lead = lead[0] + (":" if len(lead) > 1 and lead[1] == ":" and lead[0] in _EXAMPLE_LINE else "")
         segments: list[tuple[set[str], set[str]]] = [(set(), set())]
         quoted = self.quoted
         n_tok = len(tokens)
