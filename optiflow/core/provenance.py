@@ -47,6 +47,18 @@ MAX_SOURCES = 4
 """A proposal sentence merges at most this many original sentences."""
 MERGE_GAIN = 0.15
 """A further source joins a proposal sentence when it adds at least this share of its weight..."""
+STRICT_NEGATION = False
+"""Also refuse a kept sentence that keeps fewer prohibitions than it had and states a prohibited
+word un-negated ("do not let X influence you, and do not judge" -> "let X influence you, and do
+not judge"). Off: without parts of speech it also refused honest merges of prohibitions on the
+suite ("Avoid exclamation marks in excess and never use emojis" -> "No emojis; few exclamation
+marks"); measured both ways in the report of issue 31."""
+MARKER_SOURCES = 16
+"""At most this many sentences join a proposal sentence for its numbers, codes and labels (a list
+of codes merged from as many rules)."""
+MARKER_KEEP = 0.2
+"""A sentence stating a proposal sentence's number, code or label joins its sources when the
+proposal sentence keeps at least this share of its other words (else the marker moved: a swap)."""
 MERGE_KEEP = 0.25
 """...and the proposal sentence keeps at least this share of the source's own weight."""
 SHOWN = 160
@@ -56,11 +68,13 @@ MAP_LIMIT = 200
 FINDINGS = 50
 """Findings kept (the verdict names the first; the report lists the dropped rules)."""
 
-_TOKEN = re.compile(r"\$\{\w+\}|\d+(?:[.,]\d+)*%?|[^\W\d_][\w'\u2019-]*|[,;:\"\u201c\u201d()]")
+_TOKEN = re.compile(r"\$\{\w+\}|\d+(?:[.,]\d+)*[\w%'\u2019-]*|[^\W\d_][\w'\u2019-]*|[,;:\"\u201c\u201d()]")
 
-NEGATION = frozenset(
-    "not no never none nothing nobody nor neither cannot without avoid refrain".split()  # noqa: SIM905
-)
+NEGATION = frozenset("not no never none nothing nobody neither cannot without".split())  # noqa: SIM905
+AVOID = frozenset({"avoid", "refrain"})
+"""Negations only as an order ("Avoid jargon", "you must avoid", "try to avoid"), not as a verb
+of a description ("in order to avoid misunderstandings")."""
+_ORDERING = frozenset({"please", "always", "must", "should", "shall", "never", "try"})
 EXCEPTION = frozenset({"except", "unless", "excluding", "besides"})
 ONLY = frozenset({"only", "solely", "exclusively"})
 STRONG = frozenset({"must", "always", "shall", "required", "mandatory", "never"})
@@ -78,7 +92,12 @@ ORDERS = frozenset(
     state name say mention treat apologise apologize check thank send quote cite follow call""".split()  # noqa: SIM905
 )
 """Instruction verbs: a sentence opening with one (after "please", "always", "then"...) is an order."""
-_LEADERS = frozenset({"please", "always", "also", "then", "finally", "first", "now", "just"})
+_NOT_AFTER_COMMA = frozenset({"keep", "note", "thank", "mark", "list", "state", "name"})
+_NOT_PREFIXED = ("under", "unit", "univ", "uniq", "until", "union", "nonethe")
+_PROHIBIT = frozenset({"never", "avoid", "refrain"})
+_AUXILIARY = frozenset({"do", "does", "must", "should", "shall", "may", "can", "need", "to"})
+_VERDICT = frozenset({"is", "are", "as", "be", "label", "answer", "reply", "return", "output", "mark"})
+_LEADERS = frozenset({"please", "always", "also", "then", "finally", "first", "now", "just", "only"})
 _EXAMPLE_LINE = frozenset({"answer", "output", "label", "a", "assistant", "response", "sentiment", "result"})
 NUMBER_WORDS = {
     w: str(i)
@@ -107,11 +126,15 @@ def _unit(word: str) -> str:
 
 
 def _stem(word: str) -> str:
+    """A light stem: "invoices", "invoice" -> "invoic"; "stored", "store" -> "stor"."""
     w = word.lower()
     for suffix, repl in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("ly", ""), ("s", "")):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 4 and not w.endswith("ss"):
-            return w[: len(w) - len(suffix)] + repl
-    return w
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3 and not w.endswith("ss"):
+            if suffix == "es" and not w.endswith(("sses", "xes", "zes", "ches", "shes")):
+                continue  # "invoices": only the s goes
+            w = w[: len(w) - len(suffix)] + repl
+            break
+    return w[:-1] if len(w) > 4 and w.endswith("e") else w
 
 
 @dataclass(slots=True)
@@ -129,6 +152,19 @@ class Sentence:
     """Condition word -> the labels its clause states (a clause stating exactly one label)."""
     lead: str = ""
     """Its first word(s), lowercased: an instruction verb there makes it an order."""
+    negated: set[str] = field(default_factory=set)
+    """The words a prohibition governs (the first content word after it: "do not *add*")."""
+    plain: set[str] = field(default_factory=set)
+    """Its other content words."""
+    negations: int = 0
+    """How many prohibitions it states (a proposal sentence keeping fewer dropped one)."""
+    prohibits: bool = False
+    """A negation in the form of a prohibition (never, avoid, do not, don't, must not, no ... at
+    the start), not a description ("read by a program and not by a person")."""
+    clause_order: str = ""
+    """An instruction verb opening a later clause ("When a customer asks, reply ..."): an order."""
+    defines: bool = False
+    """It states a label as a verdict ("is positive", "as negative", "positive:")."""
 
     @property
     def rule(self) -> str:
@@ -136,14 +172,25 @@ class Sentence:
         number or code; its modal obligation; an order (:data:`ORDERS`); a label it states (not in
         an example answer line such as ``Answer: ...``)."""
         for key, shown in self.markers.items():
-            if key.split(":", 1)[0] in ("neg", "exc", "only", "num", "code"):
-                return shown
-        if self.modal & {2, 3}:
-            return self.markers.get("modal", "must")
+            kind = key.split(":", 1)[0]
+            if (kind in ("num", "code") and "${" not in key) or (
+                kind == "label" and any(c.isdigit() for c in key)
+            ):
+                return shown  # a label like RFD-201 is a code
+        if self.prohibits:
+            return self.markers.get("neg", "not")
         verb = self.lead.split(" ", 1)[0]
-        if verb in ORDERS and not self.lead.startswith(("keep in mind", "note ")):
+        order = (verb in ORDERS and not self.lead.startswith(("keep in", "note ", "thank you"))) or bool(
+            self.clause_order
+        )
+        verb = verb if verb in ORDERS else self.clause_order
+        if order or self.modal & {2, 3}:
+            for key in ("neg", "exc", "only", "modal"):
+                if key in self.markers:
+                    return self.markers[key]
+        if order:
             return verb
-        if not self.lead.endswith(":"):
+        if self.defines and not self.lead.endswith(":"):
             for key, shown in self.markers.items():
                 if key.startswith("label:"):
                     return shown
@@ -164,8 +211,10 @@ _END = re.compile(
     r"|(?:(?<=[.!?])|(?<=[.!?][\"')\]\u201d]))[ \t\n]+(?![ \t\na-z])|(?<=;)[ \t\n]+(?![ \t\n])"
 )
 MIN_CHARS = 16
-"""A piece shorter than this joins the next one (a fragment is no sentence of its own; it also
-bounds the work per character on texts of nothing but sentence ends)."""
+"""A piece shorter than this joins the sentence before it (the next one at the start of the text):
+a fragment is no sentence of its own. It also bounds the work per character on texts of nothing
+but sentence ends. (Joining to the previous one repeatedly stays linear: CPython extends a string
+with a single reference in place.)"""
 
 
 def sentences(text: str) -> list[str]:
@@ -178,6 +227,9 @@ def sentences(text: str) -> list[str]:
     for raw in _END.split(text):
         part = " ".join(raw.split())
         if not part:
+            continue
+        if len(part) < MIN_CHARS and out and not pending:
+            out[-1] = f"{out[-1]} {part}"  # a short tail ("else accept.") belongs to the clause before
             continue
         pending = f"{pending} {part}" if pending else part
         if len(pending) >= MIN_CHARS:
@@ -198,43 +250,52 @@ class Reader:
         self.multi = {g: lab for g, lab in grams.items() if len(g) > 1}
         self.first = {g[0] for g in self.multi}
         self.longest = max((len(g) for g in self.multi), default=0)
-        self.cache: dict[str, tuple[str, str, str, int, str]] = {}
+        self.cache: dict[str, tuple[str, str, str, int, str, str]] = {}
         self.quoted = False
 
-    def kind(self, tok: str) -> tuple[str, str, str, int, str]:
-        """(kind, lowered, stem or value, modal force, marker key) of a token."""
+    def kind(self, tok: str) -> tuple[str, str, str, int, str, str]:
+        """(kind, lowered, stem or value, modal force, marker key, unit written into it) of a token."""
         low = tok.lower()
         if tok in _QUOTES:
-            return ("quote", low, "", 0, "")
+            return ("quote", low, "", 0, "", "")
         if low in _SEPARATORS:
-            return ("sep", low, "", 0, "")
+            return ("sep", low, "", 0, "", "")
         if low in self.single:
             lab = self.single[low]
-            return ("label", low, lab, 0, f"label:{lab}")
+            return ("label", low, lab, 0, f"label:{lab}", "")
         if tok.startswith("${"):
-            return ("code", low, tok, 0, f"code:{tok}")
+            return ("code", low, tok, 0, f"code:{tok}", "")
         digit = any(c.isdigit() for c in tok)
         if (digit and not tok[0].isdigit()) or (
             tok.isupper() and sum(c.isalpha() for c in tok) >= 2 and tok not in EMPHASIS
         ):
-            return ("code", low, tok.upper(), 0, f"code:{tok.upper()}")
+            return ("code", low, tok.upper(), 0, f"code:{tok.upper()}", "")
         if tok[0].isdigit():
-            value = tok.rstrip("%")
-            return ("num", low, value, 0, f"num:{value}")
+            j = 0
+            while j < len(tok) and (tok[j].isdigit() or tok[j] in ".,"):
+                j += 1
+            value, rest = tok[:j].rstrip(".,"), tok[j:].lstrip("-")
+            if rest and rest.isupper():
+                return ("code", low, tok.upper(), 0, f"code:{tok.upper()}", "")
+            return ("num", low, value, 0, f"num:{value}", _unit(rest) or ("percent" if rest == "%" else ""))
         if low in NUMBER_WORDS:
-            return ("numword", low, NUMBER_WORDS[low], 0, f"num:{NUMBER_WORDS[low]}")
+            return ("numword", low, NUMBER_WORDS[low], 0, f"num:{NUMBER_WORDS[low]}", "")
         force = 3 if low in STRONG else 2 if low in SHOULD else 1 if low in PERMIT else 0
         if low in NEGATION or low.endswith("n't"):
-            return ("neg", low, "", force, "neg")
+            return ("neg", low, "", force, "neg", "")
         if low in EXCEPTION:
-            return ("exc", low, _stem(low), 0, "exc")
+            return ("exc", low, _stem(low), 0, "exc", "")
+        if low in AVOID:
+            return ("avoid", low, _stem(low), 0, "neg", "")
         if low in ONLY:
-            return ("only", low, "", 0, "only")
+            return ("only", low, "", 0, "only", "")
         if low in _STOPWORDS or len(low) < 2:
-            return ("stop", low, "", force, "")
-        return ("word", low, _stem(low), force, "")
+            return ("stop", low, "", force, "", "")
+        if len(low) > 6 and low.startswith(("un", "non")) and not low.startswith(_NOT_PREFIXED):
+            return ("word", low, _stem(low), force, "qneg", "")  # "unconfirmed": a negation told in a word
+        return ("word", low, _stem(low), force, "", "")
 
-    def _label_at(self, kinds: list[tuple[str, str, str, int, str]], i: int) -> tuple[str, int]:
+    def _label_at(self, kinds: list[tuple[str, str, str, int, str, str]], i: int) -> tuple[str, int]:
         for n in range(min(self.longest, len(kinds) - i), 1, -1):
             lab = self.multi.get(tuple(k[1] for k in kinds[i : i + n]), "")
             if lab:
@@ -255,27 +316,39 @@ class Reader:
                 k = cache[t] = self.kind(t)
             kinds.append(k)
         bind = any(k[0] == "label" or k[1] in self.first for k in kinds)
-        lead = [k[1] for k in kinds[:4] if k[0] != "quote"]
+        lead = [k[1] for k in kinds[:5] if k[0] != "quote"]
         while lead and lead[0] in _LEADERS:
             lead.pop(0)
         if lead:
-            s.lead = lead[0] + (":" if len(lead) > 1 and lead[1] == ":" and lead[0] in _EXAMPLE_LINE else "")
+            example = len(lead) > 1 and lead[1] == ":" and lead[0] in _EXAMPLE_LINE
+            s.lead = lead[0] + ":" if example else " ".join(lead[:2])
+            if lead[0] in ("no", "without"):
+                s.prohibits = True
         segments: list[tuple[set[str], set[str]]] = [(set(), set())]
         quoted = self.quoted
         n_tok = len(tokens)
+        scope = 0  # tokens left in which a content word is governed by a negation
         i = 0
         while i < n_tok:
-            kind, low, value, force, key = kinds[i]
+            kind, low, value, force, key, inline = kinds[i]
             if kind == "word":
                 if not quoted and force:
                     s.modal.add(force)
                     markers.setdefault("modal", tokens[i])
+                if key:
+                    markers.setdefault(key, tokens[i])
+                if scope and not quoted:
+                    s.negated.add(value)
+                    scope = 0
+                else:
+                    s.plain.add(value)
                 words.add(value)
                 if bind:
                     segments[-1][1].add(value)
                 i += 1
                 continue
             if kind == "stop":
+                scope = max(scope - 1, 0)
                 if not quoted and force:
                     s.modal.add(force)
                     markers.setdefault("modal", tokens[i])
@@ -285,6 +358,18 @@ class Reader:
             if kind == "quote":
                 quoted = not quoted if tok == '"' else tok == "\u201c"
             elif kind == "sep":
+                if tok == "," and i + 1 < n_tok and not s.clause_order:
+                    nxt = kinds[i + 1][1]
+                    if nxt in ORDERS and nxt not in (
+                        "keep",
+                        "note",
+                        "thank",
+                        "mark",
+                        "list",
+                        "state",
+                        "name",
+                    ):
+                        s.clause_order = nxt
                 if bind:
                     segments.append((set(), set()))
             elif kind == "label" or (bind and low in self.first):
@@ -297,6 +382,10 @@ class Reader:
                     if not quoted:
                         markers[f"label:{value}"] = value
                         segments[-1][0].add(value)
+                        before = kinds[i - 1][1] if i else ""
+                        after = kinds[i + n][1] if i + n < n_tok else ""
+                        if before in _VERDICT or after == ":":
+                            s.defines = True
                     else:
                         markers[f"qlabel:{value}"] = value
                     words.add("=" + value.lower())
@@ -304,22 +393,46 @@ class Reader:
                     continue
                 if low not in _STOPWORDS and len(low) > 1:
                     words.add(_stem(low))
+            elif kind == "avoid":
+                before = kinds[i - 1][1] if i else ""
+                if not quoted and (
+                    i == 0 or before in _ORDERING or (before == "to" and i > 1 and kinds[i - 2][1] == "try")
+                ):
+                    markers.setdefault(key, tok)
+                    scope = 4
+                    s.negations += 1
+                    s.prohibits = True
+                words.add(value)
             elif kind == "code":
                 markers[key] = tok
                 if tok[0] != "$":
                     words.add(low)
             elif kind in ("num", "numword"):
-                unit = _unit(tokens[i + 1]) if i + 1 < n_tok else ""
-                unit = unit or ("percent" if tok.endswith("%") else "")
+                unit = inline or (_unit(tokens[i + 1]) if i + 1 < n_tok else "")
+                if kind == "numword":
+                    markers.setdefault("q" + key, tok)  # "one" may be a number: it makes one stated
                 if not quoted and (kind == "num" or unit):
                     markers[key] = tok
                     if unit:
-                        markers[f"{key} {unit}"] = f"{tok} {tokens[i + 1]}" if i + 1 < n_tok else tok
+                        shown = tok if inline or i + 1 >= n_tok else f"{tok} {tokens[i + 1]}"
+                        markers[f"{key} {unit}"] = shown
                 if kind == "num":
                     words.add(value)
             else:  # neg, exc, only
                 if not quoted:
                     markers.setdefault(key, tok)
+                    if kind == "neg":
+                        before = kinds[i - 1][1] if i else ""
+                        if (
+                            low in _PROHIBIT
+                            or low.endswith("n't")
+                            or before in _AUXILIARY
+                            or before in ORDERS
+                            or i == 0
+                        ):
+                            s.prohibits = True
+                            s.negations += 1
+                            scope = 3
                     if force:
                         s.modal.add(force)
                         markers.setdefault("modal", tok)
@@ -450,21 +563,37 @@ def align(
     return sources, supports
 
 
+def _shares(o: Sentence, p: Sentence, known: set[str]) -> bool:
+    """``p`` keeps at least :data:`MARKER_KEEP` of ``o``'s own words: not the marker itself, not
+    the words ``p``'s sources already give it (``known``). "Fraud tickets: RET-120" against
+    "tickets about returns go to RET-120" shares only "tickets", which its source about fraud
+    has: the code moved, it did not merge."""
+    marked = {k.split(":", 1)[1].lower() for k in o.markers if ":" in k}
+    words = {w for w in o.words if not w.startswith("=") and w not in marked and w not in known}
+    return bool(words) and len(words & p.words) >= MARKER_KEEP * len(words)
+
+
 def _lost(src: Iterable[Sentence], dst: Iterable[Sentence]) -> list[tuple[str, str]]:
     """Markers of ``src`` (key, as written) missing from ``dst``; a number's unit has a key of its
     own. A label inside quotes (``qlabel``) need not be kept, but makes the label stated."""
     have: set[str] = set()
     for d in dst:
         have.update(d.markers)
+    scoped = bool(have & _SCOPE) or "qneg" in have
     out: list[tuple[str, str]] = []
     for s in src:
         for key, shown in s.markers.items():
             if key in have or key == "modal" or key.startswith("q"):
                 continue
-            if key.startswith("label:") and "q" + key in have:
-                continue  # a label the original quotes (an example answer) may be stated
+            if key in _SCOPE and scoped:
+                continue  # "not ... unless" told as "only ...": one scope word for another
+            if key.startswith(("label:", "num:")) and " " not in key and "q" + key in have:
+                continue  # stated in quotes (an example answer), or as a word ("five to seven")
             out.append((key, shown))
     return out
+
+
+_SCOPE = frozenset({"neg", "exc", "only"})
 
 
 _WHAT = {"neg": "the negation", "exc": "the exception", "only": "the restriction"}
@@ -477,8 +606,9 @@ def _name(key: str, shown: str) -> str:
     return {"num": "the number", "code": "the code", "label": "the label"}.get(kind, kind) + f" {shown!r}"
 
 
-def _modal(src: Sequence[Sentence], dst: Sequence[Sentence]) -> str:
-    """How the modal force changed from ``src`` to ``dst`` ("" when it did not)."""
+def _modal(src: Sequence[Sentence], dst: Sequence[Sentence], lost: bool) -> str:
+    """How the modal force changed from ``src`` to ``dst`` ("" when it did not): what ``src``
+    had that ``dst`` lost (``lost``), or what ``dst`` adds."""
     a: set[int] = set()
     b: set[int] = set()
     for s in src:
@@ -487,14 +617,33 @@ def _modal(src: Sequence[Sentence], dst: Sequence[Sentence]) -> str:
         b |= d.modal
     shown_a = next((s.markers["modal"] for s in src if "modal" in s.markers), "")
     shown_b = next((s.markers["modal"] for s in dst if "modal" in s.markers), "")
-    if 1 in a and 1 not in b:
-        return f"drops the permission {shown_a!r}" + (f" (now {shown_b!r})" if shown_b else "")
-    if 1 in b and 1 not in a:
-        return f"adds the permission {shown_b!r}" + (f" where the original says {shown_a!r}" if a else "")
-    if 3 in a and 3 not in b and 2 in b:
-        return f"weakens {shown_a!r} to {shown_b!r}"
+    if lost:
+        if 1 in a and 1 not in b:
+            return f"drops the permission {shown_a!r}" + (f" (now {shown_b!r})" if shown_b else "")
+        if 3 in a and 3 not in b and 2 in b:
+            return f"weakens {shown_a!r} to {shown_b!r}"
+        return ""
+    if 1 in b and 1 not in a and 3 in a:
+        return f"adds the permission {shown_b!r} where the original says {shown_a!r}"
     if 3 in b and 3 not in a and 2 in a:
         return f"strengthens {shown_a!r} to {shown_b!r}"
+    return ""
+
+
+def _negation_moved(o: Sentence, made: Sequence[Sentence]) -> str:
+    """A prohibition of ``o`` whose word the proposal keeps un-negated, while it states fewer
+    prohibitions: "do not let X influence you, and do not judge" -> "let X influence you, and do
+    not judge". Only words ``o`` uses nowhere else un-negated."""
+    if sum(m.negations for m in made) >= o.negations:
+        return ""
+    words: set[str] = set()
+    negated: set[str] = set()
+    for m in made:
+        words |= m.words
+        negated |= m.negated
+    for w in sorted((o.negated - o.plain) & words):
+        if w not in negated:
+            return f"drops the negation of {w!r}"
     return ""
 
 
@@ -521,6 +670,27 @@ def provenance(
     reader.quoted = False
     prop = [reader.read(t) for t in sentences(proposal)]
     sources, supports = align(orig, prop)
+    where_marked: dict[str, int] = {}
+    for i, o in enumerate(orig):
+        for key in o.markers:
+            if key.startswith(("num:", "code:", "label:")):
+                where_marked.setdefault(key, i)
+    for j, p in enumerate(prop):  # a number, code or label joins the sentence that states it
+        have = {k for i in sources[j] for k in orig[i].markers}
+        known = {w for i in sources[j] for w in orig[i].words}
+        extra = {
+            where_marked[k]
+            for k in p.markers
+            if k not in have
+            and k in where_marked
+            and where_marked[k] not in sources[j]
+            and _shares(orig[where_marked[k]], p, known)
+        }
+        if extra and sources[j]:
+            sources[j] = tuple(sorted({*sources[j], *sorted(extra)[:MARKER_SOURCES]}))
+            union = {w for i in sources[j] for w in orig[i].words}
+            if p.words:
+                supports[j] = max(supports[j], len(p.words & union) / len(p.words))
     into: list[list[int]] = [[] for _ in orig]
     for j, src in enumerate(sources):
         for i in src:
@@ -535,22 +705,33 @@ def provenance(
         gone = _lost(srcs, [p])
         for key, shown in _lost([p], srcs):
             kind = key.split(":", 1)[0]
+            lost_code = any(k.startswith("code:") for k, _ in gone)
+            if kind == "code" and not any(c.isdigit() for c in key) and not lost_code:
+                continue  # an acronym of the original's words ("GDPR"): new letters, same thing
             was = next((old for k, old in gone if k.split(":", 1)[0] == kind != "neg"), None)
             if was is not None:
                 what = f"changes {_name(key, was)} to {shown!r}"
             else:
                 what = f"adds {_name(key, shown)}"
             findings.append(Finding("changed", f"{what} {where}"))
-        why = _modal(srcs, [p]) or _swapped(srcs, p)
+        why = _modal(srcs, [p], lost=False) or _swapped(srcs, p)
         if why:
             findings.append(Finding("changed", f"{why} {where}"))
     for i, js in enumerate(into):
         if not js:
             continue
         made = [prop[j] for j in js]
-        for key, shown in _lost([orig[i]], made):
-            lost = _name(key, shown)
-            findings.append(Finding("changed", f"drops {lost} of {_short(orig[i].text)!r}"))
+        o = orig[i]
+        ruled = o.defines or bool(o.rule)
+        for key, shown in _lost([o], made):
+            if key.startswith("label:") and not ruled:
+                continue  # a label as a word of a description ("many negative reviews")
+            if key in _SCOPE and not (ruled or o.prohibits):
+                continue  # "an order that has not shipped has no invoice", told another way
+            findings.append(Finding("changed", f"drops {_name(key, shown)} of {_short(o.text)!r}"))
+        why = _modal([o], made, lost=True) or (_negation_moved(o, made) if STRICT_NEGATION else "")
+        if why:
+            findings.append(Finding("changed", f"{why} of {_short(o.text)!r}"))
     for p, src, sup in zip(prop, sources, supports, strict=True):
         if sup < sentence_support:
             where = "no sentence of the original" if not src else f"{sup:.0%} of it in its source"
