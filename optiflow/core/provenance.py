@@ -210,11 +210,14 @@ _END = re.compile(
     r"\n[ \t]*(?:\n|(?=[-*\u2022][ \t]|\d{1,3}[.)][ \t]))"
     r"|(?:(?<=[.!?])|(?<=[.!?][\"')\]\u201d]))[ \t\n]+(?![ \t\na-z])|(?<=;)[ \t\n]+(?![ \t\n])"
 )
+MAX_SENTENCE = 1000
+"""A longer run without a sentence end is read in pieces of this many characters (bounded work per
+sentence: a proposal sentence is compared with at most a few original sentences of this size)."""
 MIN_CHARS = 16
 """A piece shorter than this joins the sentence before it (the next one at the start of the text):
 a fragment is no sentence of its own. It also bounds the work per character on texts of nothing
-but sentence ends. (Joining to the previous one repeatedly stays linear: CPython extends a string
-with a single reference in place.)"""
+but sentence ends (a sentence takes tails only up to :data:`MAX_SENTENCE`: copying it per tail
+stays bounded)."""
 
 
 def sentences(text: str) -> list[str]:
@@ -228,7 +231,7 @@ def sentences(text: str) -> list[str]:
         part = " ".join(raw.split())
         if not part:
             continue
-        if len(part) < MIN_CHARS and out and not pending:
+        if len(part) < MIN_CHARS and out and not pending and len(out[-1]) < MAX_SENTENCE:
             out[-1] = f"{out[-1]} {part}"  # a short tail ("else accept.") belongs to the clause before
             continue
         pending = f"{pending} {part}" if pending else part
@@ -237,6 +240,22 @@ def sentences(text: str) -> list[str]:
             pending = ""
     if pending:
         out.append(pending)
+    if any(len(t) > MAX_SENTENCE for t in out):
+        out = [c for t in out for c in _chunks(t)]
+    return out
+
+
+def _chunks(text: str) -> list[str]:
+    """``text`` in pieces of at most :data:`MAX_SENTENCE` characters, cut at a space when there is
+    one: every sentence is bounded, so the work per proposal sentence against its sources is."""
+    out: list[str] = []
+    start = 0
+    while len(text) - start > MAX_SENTENCE:
+        cut = text.rfind(" ", start + MAX_SENTENCE // 2, start + MAX_SENTENCE)
+        cut = cut if cut > start else start + MAX_SENTENCE
+        out.append(text[start:cut])
+        start = cut + 1 if text[cut : cut + 1] == " " else cut
+    out.append(text[start:])
     return out
 
 
