@@ -74,7 +74,8 @@ from optiflow.core.provenance import provenance
 from optiflow.core.relevance import Relevance, removed_sentences
 from optiflow.core.step import FailingExample, RewriteRequest
 from optiflow.errors import OptiflowError
-from optiflow.llm.markers import COMPRESS_MARKER, EXTRACT_MARKER, JUDGE_MARKER, REWRITE_MARKER
+from optiflow.llm.faithjudge import parse_same, same_messages
+from optiflow.llm.markers import COMPRESS_MARKER, EXTRACT_MARKER, JUDGE_MARKER, REWRITE_MARKER, SAME_MARKER
 from optiflow.llm.simulated import SimulatedModel
 
 ALLOWED: tuple[type[BaseException], ...] = (OptiflowError, pydantic.ValidationError)
@@ -372,6 +373,20 @@ READERS: Sequence[Reader] = (
         setup=_clear_sim,
     ),
     Reader("sim: compress", _sim(COMPRESS_MARKER, "{}"), "section bodies", _SENTENCES, setup=_clear_sim),
+    Reader(
+        "sim: same-instructions",
+        _sim(SAME_MARKER, "<a>{}</a><b>Reply with code RFD-201 within 14 days; never share it.</b>"),
+        "section bodies and proposals",
+        (_M.core.provenance,),
+        setup=_clear_sim,
+    ),
+    Reader("faithjudge.parse_same", parse_same, "a model's reply"),
+    Reader(
+        "faithjudge.same_messages",
+        lambda halves: same_messages(halves[0], halves[1]),
+        "section bodies and proposals",
+        prepare=_halves,
+    ),
     Reader(
         "sim: extract",
         _sim(EXTRACT_MARKER, "{}"),
