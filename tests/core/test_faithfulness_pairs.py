@@ -115,3 +115,26 @@ def test_a_dropped_rule_is_allowed_by_the_job_and_listed() -> None:
     assert v.sentences is not None
     assert [o.status for o in v.sentences.original] == ["dropped", "kept"]
     assert v.sentences.proposal[0].sources == (1,)
+
+
+def test_the_report_shows_the_sentence_map_of_an_accepted_edit() -> None:
+    from optiflow.core.compress.output import edit_lines
+    from optiflow.core.compress.report import Modification
+
+    original = "We love our customers. Reply with code RFD-201 for refunds."
+    proposal = "Reply RFD-201 for refunds."
+    f = F.check(original, proposal, F.FaithfulnessContext())
+    assert f.faithful
+    m = Modification(
+        section_path=("billing",),
+        original_hash="h",
+        proposed_body=proposal,
+        token_reduction=5,
+        baseline_pass_rate=1.0,
+        candidate_pass_rate=1.0,
+        original_body=original,
+        faithfulness=f,
+    )
+    text = "\n".join(edit_lines(m))
+    assert "dropped  o1: We love our customers." in text
+    assert "p1 <- o2 (support 100%): Reply RFD-201 for refunds." in text
