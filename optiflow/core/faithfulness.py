@@ -4,8 +4,8 @@ A small model asked to shorten a section sometimes *answers* it instead: an outp
 "The sentiment of this review is positive.", a task section "I'm ready to help. What's your next
 question?". A gate cannot refuse those when the dataset barely uses the section; this check
 refuses them by reading the text. It is pure (no model call) and measured on a labelled suite of
-(original, proposal, faithful?) pairs (``tests/core/faithfulness_suite.py``), where the
-threshold below was chosen.
+(original, proposal, faithful?) pairs (``tests/core/faithfulness_pairs.jsonl``, issue 31), whose
+tune half set the thresholds below.
 
 A proposal is refused, in this order, when it:
 
@@ -17,11 +17,21 @@ A proposal is refused, in this order, when it:
    (at most :data:`ANSWER_WORDS` other content words): it picked an answer;
 5. says something else: the share of its content words found in the original, each weighted by
    its rarity (IDF over the prompt's sections and the dataset's inputs), is below
-   :data:`SUPPORT_THRESHOLD`. Compression deletes; it rarely needs new words.
+   :data:`SUPPORT_THRESHOLD`;
+6. read sentence by sentence (:mod:`optiflow.core.provenance`, issue 31), changes what a kept
+   sentence means: it loses or changes a negation, an exception, "only", the modal force, a
+   number or its unit, a code, a placeholder or a label, adds one, or swaps which label goes
+   with which condition — the reason names it and the sentence;
+7. has a sentence less than :data:`SENTENCE_SUPPORT` of which is in the original sentence(s) it
+   comes from;
+8. drops a sentence that carries a rule (a prohibition, an order, an obligation, a number, a code,
+   a label definition), unless the job allows it (``faithfulness.allow_dropped_rules``): then the
+   proposal passes and each such rule is listed as not verified by the dataset.
 
 Coverage (the share of the original's weighted content the proposal keeps) is measured and shown
-but not required: an honest extreme compression ("Answer with one word: positive or negative.")
-keeps little, and whether that still works is the gate's question, not this check's.
+but not required: filler and background may go. The sentence map (:class:`SentenceMap`: each
+original sentence kept, merged or dropped; each proposal sentence with its sources) is kept with
+the verdict for the report. Labelled suite: ``tests/core/faithfulness_pairs.jsonl``.
 """
 
 from __future__ import annotations
@@ -345,6 +355,7 @@ __all__ = [
     "ANSWER_WORDS",
     "CHAT",
     "SENTENCE_SUPPORT",
+    "SentenceMap",
     "SUPPORT_THRESHOLD",
     "Faithfulness",
     "FaithfulnessContext",
