@@ -63,7 +63,7 @@ MERGE_KEEP = 0.25
 """...and the proposal sentence keeps at least this share of the source's own weight."""
 SHOWN = 160
 """Characters of a sentence kept in the map (the report shows the map, not the texts again)."""
-MAP_LIMIT = 200
+MAP_LIMIT = 100
 """Sentences of each text kept in the map (a section has tens; the rest are counted, not listed)."""
 FINDINGS = 50
 """Findings kept (the verdict names the first; the report lists the dropped rules)."""
