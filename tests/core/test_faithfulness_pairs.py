@@ -4,9 +4,12 @@ pairs, a fixed tune / held-out split): accuracy and the confusion table on each 
 The held-out pairs were written and labelled before the check was first run on them; its first
 run gave 86.3% (82/95). The check was then changed after reading its errors on *both* halves (the
 report of issue 31 lists what): the held-out number below is no longer an independent estimate.
-The issue's targets (>= 95% accuracy, no meaning-changing pair of the listed kinds accepted,
->= 90% of honest compressions accepted) are not all met: ``test_the_issues_targets`` says which,
-as an expected failure, and the floors below keep what was reached.
+So a second held-out set (``held-out-2``, 39 pairs) was written and labelled after the check was
+frozen and committed before it ran on them: its 79.5% (31/39; 6 meaning-changing pairs accepted)
+is the independent estimate. The issue's targets (>= 95% accuracy, no meaning-changing pair of
+the listed kinds accepted, >= 90% of honest compressions accepted) are not met:
+``test_the_issues_targets`` says so as an expected failure, and the floors below keep what was
+reached.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from .faithfulness_pairs import Pair, accuracy, confusion, pairs, table, verdict
 PAIRS = pairs()
 TUNE = tuple(p for p in PAIRS if p.split == "tune")
 HELD_OUT = tuple(p for p in PAIRS if p.split == "held-out")
+HELD_OUT_2 = tuple(p for p in PAIRS if p.split == "held-out-2")
 ISSUE_KINDS = (
     "negation dropped",
     "negation added",
@@ -55,15 +59,18 @@ def test_the_suite_is_large_and_holds_every_kind() -> None:
     kinds = {p.kind for p in PAIRS}
     assert set(ISSUE_KINDS) <= kinds, set(ISSUE_KINDS) - kinds
     assert {"honest", "extreme", "paraphrase", "dropped filler", "dropped example"} <= kinds
-    real = [p for p in PAIRS if p.source.startswith(("real", "derived-real"))]
-    assert len(real) >= 0.4 * len(PAIRS)
+    first = [p for p in PAIRS if p.split in ("tune", "held-out")]
+    real = [p for p in first if p.source.startswith(("real", "derived-real"))]
+    assert len(first) >= 150 and len(real) >= 0.4 * len(first)
     assert {p.source for p in real} >= {"real-llm", "real-extractive"}
-    assert 0.4 <= len(HELD_OUT) / len(PAIRS) <= 0.6
+    assert 0.4 <= len(HELD_OUT) / len(first) <= 0.6
 
 
 def test_accuracy_on_each_half() -> None:
     tune = _report("tune", TUNE)
     held = _report("held-out", HELD_OUT)
+    fresh = _report("held-out-2 (written after the check was frozen)", HELD_OUT_2)
+    assert accuracy(fresh) >= 0.79
     assert accuracy(tune) >= 0.86
     assert accuracy(held) >= 0.91
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
