@@ -4,8 +4,8 @@ A small model asked to shorten a section sometimes *answers* it instead: an outp
 "The sentiment of this review is positive.", a task section "I'm ready to help. What's your next
 question?". A gate cannot refuse those when the dataset barely uses the section; this check
 refuses them by reading the text. It is pure (no model call) and measured on a labelled suite of
-(original, proposal, faithful?) pairs (``tests/core/faithfulness_suite.py``), where the
-threshold below was chosen.
+(original, proposal, faithful?) pairs (``tests/core/faithfulness_pairs.jsonl``, issue 31), whose
+tune half set the thresholds below.
 
 A proposal is refused, in this order, when it:
 
@@ -17,11 +17,21 @@ A proposal is refused, in this order, when it:
    (at most :data:`ANSWER_WORDS` other content words): it picked an answer;
 5. says something else: the share of its content words found in the original, each weighted by
    its rarity (IDF over the prompt's sections and the dataset's inputs), is below
-   :data:`SUPPORT_THRESHOLD`. Compression deletes; it rarely needs new words.
+   :data:`SUPPORT_THRESHOLD`;
+6. read sentence by sentence (:mod:`optiflow.core.provenance`, issue 31), changes what a kept
+   sentence means: it loses or changes a negation, an exception, "only", the modal force, a
+   number or its unit, a code, a placeholder or a label, adds one, or swaps which label goes
+   with which condition — the reason names it and the sentence;
+7. has a sentence less than :data:`SENTENCE_SUPPORT` of which is in the original sentence(s) it
+   comes from;
+8. drops a sentence that carries a rule (a prohibition, an order, an obligation, a number, a code,
+   a label definition), unless the job allows it (``faithfulness.allow_dropped_rules``): then the
+   proposal passes and each such rule is listed as not verified by the dataset.
 
 Coverage (the share of the original's weighted content the proposal keeps) is measured and shown
-but not required: an honest extreme compression ("Answer with one word: positive or negative.")
-keeps little, and whether that still works is the gate's question, not this check's.
+but not required: filler and background may go. The sentence map (:class:`SentenceMap`: each
+original sentence kept, merged or dropped; each proposal sentence with its sources) is kept with
+the verdict for the report. Labelled suite: ``tests/core/faithfulness_pairs.jsonl``.
 """
 
 from __future__ import annotations
@@ -32,13 +42,23 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
+from pydantic import StrictBool
+
 from optiflow.core.base import Frozen, JSONValue
+from optiflow.core.model import ModelConfig
+from optiflow.core.provenance import SentenceMap, provenance
 from optiflow.core.relevance import sample_text
 
-SUPPORT_THRESHOLD = 0.55
-"""Chosen on the labelled suite (``tests/core/test_faithfulness.py`` prints it): the lowest support
-among its faithful proposals is 0.69 (a paraphrase writing "GDPR" and "feed"), the highest among
-the unfaithful ones only this rule can catch is 0.41 (an invented rule); 0.55 is between them."""
+SUPPORT_THRESHOLD = 0.45
+"""The share of the proposal's weighted content words the original must have. Chosen on the tune
+half of the labelled suite (``tests/core/faithfulness_pairs.jsonl``): every value from 0.3 to 0.6
+gave the same accuracy there once the sentence rules run (issue 31), so the lower end of that
+range, where an honest paraphrase with new words (support just under 0.55) is not refused."""
+
+SENTENCE_SUPPORT = 0.3
+"""A proposal sentence whose weighted content words are less than this share in the original
+sentence(s) it comes from says something the original does not. Flat on the tune half from 0 to
+0.6 (``test_faithfulness_pairs.py`` shows it); 0.3 refuses a sentence mostly new."""
 
 ANSWER_WORDS = 4
 """A proposal stating one label with at most this many other content words is an answer
@@ -113,6 +133,22 @@ CHAT: tuple[tuple[str, Searcher], ...] = tuple(
 )
 
 
+class JudgeSpec(Frozen):
+    """``faithfulness.judge``: a model asked, for every proposal that passes the reading rules,
+    whether proposal and original impose the same instructions, both ways."""
+
+    model: ModelConfig
+
+
+class FaithfulnessSpec(Frozen):
+    """A compress job's ``faithfulness`` setting."""
+
+    allow_dropped_rules: StrictBool = False
+    """Let a proposal drop an original sentence that carries an obligation, a prohibition, a number
+    or a code; the report lists each such rule as not verified by the dataset."""
+    judge: JudgeSpec | None = None
+
+
 class FaithfulnessContext(Frozen):
     """What the check knows of the job: its answer labels, and word rarity (IDF) over the prompt's
     section bodies and the dataset's inputs."""
@@ -120,6 +156,9 @@ class FaithfulnessContext(Frozen):
     labels: tuple[str, ...] = ()
     idf: dict[str, float] = {}
     unseen_idf: float = 1.0
+    allow_dropped_rules: bool = False
+    """The job's ``faithfulness.allow_dropped_rules``: a proposal may drop an original sentence
+    carrying a rule (each is then listed as not verified by the dataset)."""
 
 
 class Faithfulness(Frozen):
@@ -133,13 +172,54 @@ class Faithfulness(Frozen):
     threshold: float = SUPPORT_THRESHOLD
     reason: str = ""
     """Why it was refused ("" when faithful)."""
+    sentences: SentenceMap | None = None
+    """Which original sentences each proposal sentence comes from; which were dropped."""
+    dropped_rules: tuple[str, ...] = ()
+    """Rules the proposal drops that the job allowed to drop (``allow_dropped_rules``): not
+    verified by the dataset unless the gate saw the edit lose something."""
+    judge: JudgeVerdict | None = None
+    """The judge model's verdict (``faithfulness.judge``), when one was asked."""
 
     def line(self) -> str:
         verdict = "faithful" if self.faithful else f"refused: {self.reason}"
-        return (
+        out = (
             f"{verdict} (support {self.support:.0%}, threshold {self.threshold:.0%}, "
             f"coverage {self.coverage:.0%})"
         )
+        if self.judge is not None:
+            out += f"; judge {self.judge.model}: {'same' if self.judge.same else 'differs'}"
+        return out
+
+    def map_lines(self) -> list[str]:
+        """The sentence map as text: every dropped original sentence, every merge, the rules
+        dropped without evidence, the judge's reason."""
+        out: list[str] = []
+        m = self.sentences
+        if m is not None:
+            for i, o in enumerate(m.original):
+                if o.status == "dropped":
+                    rule = f" [rule: {o.rule}]" if o.rule else ""
+                    out.append(f"dropped  o{i + 1}: {o.text}{rule}")
+            for j, p in enumerate(m.proposal):
+                src = ", ".join(f"o{i + 1}" for i in p.sources) or "no source"
+                out.append(f"p{j + 1} <- {src} (support {p.support:.0%}): {p.text}")
+        out += [f"not verified by the dataset: {r}" for r in self.dropped_rules]
+        if self.judge is not None:
+            out.append(f"judge {self.judge.model}: {self.judge.reason}")
+        return out
+
+
+class JudgeVerdict(Frozen):
+    """What a judge model said of a proposal: whether it imposes the same instructions as the
+    original, both ways, and why."""
+
+    model: str
+    same: bool
+    reason: str = ""
+    forward: bool | None = None
+    """The original's instructions all hold in the proposal."""
+    backward: bool | None = None
+    """The proposal's instructions all hold in the original."""
 
 
 def stem(word: str) -> str:
@@ -213,10 +293,16 @@ def measure(original: str, proposal: str, ctx: FaithfulnessContext) -> tuple[flo
 
 
 def check(
-    original: str, proposal: str, ctx: FaithfulnessContext, threshold: float = SUPPORT_THRESHOLD
+    original: str,
+    proposal: str,
+    ctx: FaithfulnessContext,
+    threshold: float = SUPPORT_THRESHOLD,
+    sentence_threshold: float = SENTENCE_SUPPORT,
 ) -> Faithfulness:
     """The verdict on one proposal (see the module docstring for the rules, in order)."""
     support, coverage, new = measure(original, proposal, ctx)
+    smap, findings = provenance(original, proposal, ctx.labels, sentence_threshold)
+    allowed: list[str] = []
 
     def verdict(reason: str = "") -> Faithfulness:
         return Faithfulness(
@@ -225,6 +311,8 @@ def check(
             coverage=round(coverage, 4),
             threshold=threshold,
             reason=reason,
+            sentences=smap,
+            dropped_rules=tuple(allowed),
         )
 
     if not proposal.strip():
@@ -249,15 +337,31 @@ def check(
         return verdict(
             f"says something the original does not: {support:.0%} of its content is in it (new: {words})"
         )
+    for f in findings:
+        if f.kind == "changed":
+            return verdict(f.reason)
+    for f in findings:
+        if f.kind == "unsupported":
+            return verdict(f.reason)
+    dropped = [f.reason for f in findings if f.kind == "dropped rule"]
+    if dropped and not ctx.allow_dropped_rules:
+        more = f" (and {len(dropped) - 1} more)" if len(dropped) > 1 else ""
+        return verdict(dropped[0] + more)
+    allowed.extend(d.removeprefix("drops the rule ") for d in dropped)
     return verdict()
 
 
 __all__ = [
     "ANSWER_WORDS",
     "CHAT",
+    "SENTENCE_SUPPORT",
     "SUPPORT_THRESHOLD",
     "Faithfulness",
     "FaithfulnessContext",
+    "FaithfulnessSpec",
+    "JudgeSpec",
+    "JudgeVerdict",
+    "SentenceMap",
     "check",
     "content_words",
     "context_for",

@@ -36,6 +36,9 @@ class ExtractiveStrategySpec(Frozen):
 
     type: Literal["extractive"] = "extractive"
     model: ModelConfig
+    faithfulness: StrictBool = True
+    """Refuse an extraction that drops a sentence carrying a rule (an obligation, a prohibition, a
+    number or a code) unless the job allows it (``faithfulness.allow_dropped_rules``)."""
 
 
 class RuleStrategySpec(Frozen):

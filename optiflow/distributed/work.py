@@ -23,7 +23,7 @@ from optiflow.core.budget import BUDGET_EXHAUSTED, Charge, budget_line, budget_r
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.faithfulness import FaithfulnessContext, context_for
-from optiflow.core.sections import SectionPath, parse_path
+from optiflow.core.sections import SectionPath, parse_path, path_str
 from optiflow.core.step import Hold, ProposalError, SectionEdit
 from optiflow.distributed.scratch import cache_key
 from optiflow.errors import BudgetExhaustedError, OptiflowError, public_message
@@ -218,6 +218,17 @@ def propose_edit(spec: CompressSpec, path: SectionPath) -> SectionEdit:
     section = current.section(path)
     proposal = build_strategy(spec.strategy).propose(current, section, faithfulness_context(spec))
     body = proposal.body
+    verdict = proposal.faithfulness
+    judge = spec.faithfulness.judge
+    if judge is not None and verdict is not None and verdict.faithful and body != section.body:
+        from optiflow.llm.faithjudge import judge_proposal
+
+        said = judge_proposal(judge, section.body, body, path_str(path))
+        verdict = verdict.model_copy(update={"judge": said})
+        if not said.same:
+            reason = f"the judge {said.model} finds it differs: {said.reason}"
+            refused = verdict.model_copy(update={"faithful": False, "reason": reason})
+            raise ProposalRefused(reason, body, refused, proposal.attempts)
     model = spec.model.model
     return SectionEdit(
         path=path,
@@ -225,7 +236,7 @@ def propose_edit(spec: CompressSpec, path: SectionPath) -> SectionEdit:
         proposed_body=body,
         original_tokens=count_tokens(section.body, model),
         proposed_tokens=count_tokens(body, model),
-        faithfulness=proposal.faithfulness,
+        faithfulness=verdict,
     )
 
 
@@ -233,9 +244,10 @@ def faithfulness_context(spec: CompressSpec) -> FaithfulnessContext:
     """What the faithfulness check reads of a job: its sections as rendered, its dataset."""
     current = spec.prompt.with_bodies({o.path: o.body for o in spec.baseline_overrides})
     samples = spec.dataset.samples
-    return context_for(
+    ctx = context_for(
         [s.body for s in current.sections], [s.input for s in samples], [s.expected for s in samples]
     )
+    return ctx.model_copy(update={"allow_dropped_rules": spec.faithfulness.allow_dropped_rules})
 
 
 def refusal(path: SectionPath, exc: ProposalRefused) -> ProposalError:

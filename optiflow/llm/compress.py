@@ -18,22 +18,28 @@ section gets :class:`ProposalRefused` (a proposal error with its reason, never e
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from string import Template
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from pydantic import TypeAdapter
 
 from optiflow.core.compress.rules import compress_text
-from optiflow.core.faithfulness import Faithfulness, FaithfulnessContext, check
+from optiflow.core.faithfulness import FaithfulnessContext, check
 from optiflow.core.model import ModelConfig
 from optiflow.core.prompt import Prompt, Section, template_params
 from optiflow.core.sections import path_str
 from optiflow.core.strategy import ExtractiveStrategySpec, LLMStrategySpec, RuleStrategySpec, StrategySpec
-from optiflow.errors import ModelProviderError, OptiflowError, ValidationError
+from optiflow.errors import ModelProviderError, ValidationError
+from optiflow.llm.extractive import ExtractiveCompressStrategy
 from optiflow.llm.markers import COMPRESS_MARKER
+from optiflow.llm.proposal import (
+    CompressStrategy,
+    Proposal,
+    ProposalRefused,
+    clean_output,
+    guard_placeholders,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,80 +59,6 @@ RETRY_NOTE = """
 Your previous answer was refused: it {reason}. It was:
 <refused>{previous}</refused>
 Do not answer or greet: return the section itself, shortened."""
-
-
-@dataclass(frozen=True, slots=True)
-class Proposal:
-    """A strategy's proposed body, with what the faithfulness check measured (None: not checked)."""
-
-    body: str
-    faithfulness: Faithfulness | None = None
-    attempts: int = 1
-
-
-class ProposalRefused(OptiflowError):
-    """Every proposal for a section was refused by the faithfulness check: nothing to evaluate."""
-
-    code = "proposal_refused"
-
-    def __init__(self, reason: str, body: str, faithfulness: Faithfulness, attempts: int) -> None:
-        super().__init__(f"refused after {attempts} proposal(s): {reason}")
-        self.reason = reason
-        self.body = body
-        self.faithfulness = faithfulness
-        self.attempts = attempts
-
-
-@runtime_checkable
-class CompressStrategy(Protocol):
-    """Proposes a new body for one section. Stateless; built per task from a spec."""
-
-    @property
-    def name(self) -> str: ...
-
-    def compress(self, prompt: Prompt, section: Section) -> str:
-        """A proposed body for ``section`` of ``prompt`` (may equal the current body)."""
-        ...
-
-    def propose(
-        self, prompt: Prompt, section: Section, context: FaithfulnessContext | None = None
-    ) -> Proposal:
-        """:meth:`compress` with what was checked; may raise :class:`ProposalRefused`."""
-        ...
-
-
-def guard_placeholders(original: str, proposed: str, where: str = "") -> str:
-    """``proposed`` unless it changes the placeholders or is not a valid template; else ``original``."""
-    before = template_params(original)
-    after = template_params(proposed)
-    if before != after:
-        lost = sorted(before - after)
-        added = sorted(after - before)
-        log.warning(
-            "compression of %s refused: placeholders %s%s",
-            where or "a section",
-            f"lost {lost}" if lost else "",
-            f" added {added}" if added else "",
-        )
-        return original
-    if Template(original).is_valid() and not Template(proposed).is_valid():
-        log.warning("compression of %s refused: invalid '$' template", where or "a section")
-        return original
-    return proposed
-
-
-_FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n(.*?)\n?```\s*$", re.S)
-
-
-def clean_output(text: str) -> str:
-    """The section text from a model answer: no code fence, no wrapping quotes, trimmed."""
-    out = text.strip()
-    m = _FENCE.match(out)
-    if m:
-        out = m.group(1).strip()
-    if len(out) >= 2 and out[0] == out[-1] and out[0] in "\"'" and out.count(out[0]) == 2:
-        out = out[1:-1].strip()
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,9 +164,7 @@ def build_strategy(spec: StrategySpec | Mapping[str, Any]) -> CompressStrategy:
     if isinstance(spec, LLMStrategySpec):
         return LLMCompressStrategy(model=spec.model, faithfulness=spec.faithfulness, retries=spec.retries)
     if isinstance(spec, ExtractiveStrategySpec):
-        from optiflow.llm.extractive import ExtractiveCompressStrategy
-
-        return ExtractiveCompressStrategy(model=spec.model)
+        return ExtractiveCompressStrategy(model=spec.model, faithfulness=spec.faithfulness)
     if isinstance(spec, RuleStrategySpec):
         return RuleCompressStrategy()
     raise ValidationError(f"unknown strategy {spec!r}", field="strategy.type")

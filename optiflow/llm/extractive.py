@@ -12,13 +12,13 @@ import logging
 from dataclasses import dataclass
 
 from optiflow.core.compress.extract import chosen, numbered, pieces, rebuild
-from optiflow.core.faithfulness import FaithfulnessContext
+from optiflow.core.faithfulness import FaithfulnessContext, check
 from optiflow.core.model import ModelConfig
 from optiflow.core.prompt import Prompt, Section
 from optiflow.core.sections import path_str
 from optiflow.errors import ModelProviderError
-from optiflow.llm.compress import Proposal, guard_placeholders
 from optiflow.llm.markers import EXTRACT_MARKER
+from optiflow.llm.proposal import Proposal, ProposalRefused, guard_placeholders
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ class ExtractiveCompressStrategy:
     """Extractive compression through :func:`optiflow.llm.completion.complete`."""
 
     model: ModelConfig
+    faithfulness: bool = True
 
     @property
     def name(self) -> str:
@@ -79,7 +80,17 @@ class ExtractiveCompressStrategy:
     def propose(
         self, prompt: Prompt, section: Section, context: FaithfulnessContext | None = None
     ) -> Proposal:
-        return Proposal(self.compress(prompt, section))
+        """The kept pieces, read like any proposal (:func:`optiflow.core.faithfulness.check`): an
+        extraction cannot add words, but it can drop a rule; refused then (no retry: the pieces
+        to choose from do not change)."""
+        body = self.compress(prompt, section)
+        if not self.faithfulness or context is None or body == section.body:
+            return Proposal(body)
+        verdict = check(section.body, body, context)
+        if not verdict.faithful:
+            log.warning("extraction of %s refused: %s", path_str(section.path), verdict.reason)
+            raise ProposalRefused(verdict.reason, body, verdict, 1)
+        return Proposal(body, verdict)
 
 
 __all__ = ["EXTRACT_SYSTEM", "ExtractiveCompressStrategy"]

@@ -16,7 +16,10 @@ EXTRACT_MARKER = "[optiflow:extract-section]"
 JUDGE_MARKER = "[optiflow:judge]"
 """First line of the judge system prompt."""
 
+SAME_MARKER = "[optiflow:same-instructions]"
+"""First line of the faithfulness judge's system prompt (do two texts impose the same instructions?)."""
+
 REWRITE_MARKER = "[optiflow:rewrite-section]"
 """First line of the rewrite system prompt."""
 
-__all__ = ["COMPRESS_MARKER", "EXTRACT_MARKER", "JUDGE_MARKER", "REWRITE_MARKER"]
+__all__ = ["COMPRESS_MARKER", "EXTRACT_MARKER", "JUDGE_MARKER", "REWRITE_MARKER", "SAME_MARKER"]

@@ -44,6 +44,11 @@ message; the user message carries ``<expected>...</expected>`` and ``<output>...
 reply is ``{"score": 1.0, ...}`` when the whitespace- and case-normalized expected text occurs in
 the output, else ``{"score": 0.0, ...}``.
 
+**Faithfulness judge requests** are recognized by :data:`optiflow.llm.markers.SAME_MARKER`;
+the user message carries ``<a>...</a>`` and ``<b>...</b>``. The reply is ``{"same": true, ...}``
+when every negation, exception, "only", number, code and placeholder of A is in B
+(:func:`same_reply`), else ``{"same": false, "reason": "B lacks ..."}``.
+
 **Rewrite requests** are recognized by :data:`optiflow.llm.markers.REWRITE_MARKER` in the system
 message; the user message carries ``<section>...</section>``, the failing samples'
 ``<input>...</input>`` and ``<variant>N</variant>``. A *hint* is a sentence of the section like
@@ -112,7 +117,7 @@ from typing import Any
 from optiflow.core.memo import DigestCache, digest
 from optiflow.core.model import MAX_SIM_LATENCY_MS
 from optiflow.llm import interrupt
-from optiflow.llm.markers import COMPRESS_MARKER, EXTRACT_MARKER, JUDGE_MARKER, REWRITE_MARKER
+from optiflow.llm.markers import COMPRESS_MARKER, EXTRACT_MARKER, JUDGE_MARKER, REWRITE_MARKER, SAME_MARKER
 from optiflow.llm.noise import parse_pass_dist, pass_probability, passes, prompt_digest, unit
 from optiflow.llm.tokens import count_tokens
 
@@ -494,6 +499,29 @@ def judge_reply(user: str) -> str:
     return json.dumps({"score": 1.0 if ok else 0.0, "reason": reason})
 
 
+def same_reply(user: str) -> str:
+    """The faithfulness judge's answer: text B imposes the same instructions as text A when every
+    meaning-bearing word of A (negations, exceptions, only, numbers, codes, placeholders, labels
+    stated outside quotes: :mod:`optiflow.core.provenance`) is in B."""
+    a, b = _tagged(user, "a"), _tagged(user, "b", last=True)
+    if a is None or b is None:
+        return json.dumps({"same": False, "reason": "no <a> or <b> to compare"})
+    missing = sorted(_meaning(a) - _meaning(b))
+    if missing:
+        return json.dumps({"same": False, "reason": f"B lacks {', '.join(missing[:5])}"})
+    return json.dumps({"same": True, "reason": "B keeps every negation, number, code and label of A"})
+
+
+def _meaning(text: str) -> set[str]:
+    from optiflow.core.provenance import Reader, sentences
+
+    reader = Reader(())
+    out: set[str] = set()
+    for t in sentences(text):
+        out.update(k for k in reader.read(t).markers if k in ("neg", "exc", "only") or ":" in k)
+    return {k for k in out if not k.startswith("q")}
+
+
 def _content(message: Mapping[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, str):
@@ -528,6 +556,8 @@ class SimulatedModel:
             text = compress_section(user, opts.compress_drop_pct)
         elif EXTRACT_MARKER in system:
             text = extract_reply(user, opts.compress_drop_pct)
+        elif SAME_MARKER in system:
+            text = same_reply(user)
         elif JUDGE_MARKER in system:
             text = judge_reply(user)
         elif REWRITE_MARKER in system:

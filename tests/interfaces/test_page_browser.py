@@ -212,6 +212,14 @@ def test_compress_job_bars_change_live_and_a_diff_opens(
            return [a, b]; }"""
     )
     assert sides == [original, mod["proposed_body"]], "the diff does not read back as both bodies"
+    # the sentence map of the accepted edit: which original sentences it dropped (issue 31)
+    smap = mod["faithfulness"]["sentences"]
+    summary = page.locator(f"#sections > li[data-path='{path}'] details.sentence-map summary").text_content()
+    dropped = sum(o["status"] == "dropped" for o in smap["original"])
+    assert f"{smap['original_count']} original sentence(s): {dropped} dropped" in summary, summary
+    page.click(f"#sections > li[data-path='{path}'] details.sentence-map summary")
+    struck = page.locator(f"#sections > li[data-path='{path}'] details.sentence-map li.dropped s")
+    assert struck.all_text_contents() == [o["text"] for o in smap["original"] if o["status"] == "dropped"]
     steps = page.locator("#steps tr").all_text_contents()
     assert steps[0].startswith("0baseline") and any("candidates" in s for s in steps), steps
     assert not any(re.search(r"greedys|-\d+-\d+|candidates-\d", s) for s in steps), steps

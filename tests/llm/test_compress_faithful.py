@@ -43,10 +43,14 @@ def answers(monkeypatch: pytest.MonkeyPatch, outputs: Sequence[str]) -> list[lis
 def test_a_refused_proposal_is_asked_again_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = answers(
         monkeypatch,
-        ["The sentiment of this review is positive.", "Name the sentiment: positive or negative."],
+        [
+            "The sentiment of this review is positive.",
+            "Name the sentiment: positive or negative. Do not add a greeting.",
+        ],
     )
     p = LLMCompressStrategy(model=SIM).propose(PROMPT, PROMPT.sections[0], CTX)
-    assert p.body == "Name the sentiment: positive or negative." and p.attempts == 2
+    assert p.body == "Name the sentiment: positive or negative. Do not add a greeting."
+    assert p.attempts == 2
     assert p.faithfulness is not None and p.faithfulness.faithful
     retry = seen[1][0]["content"]
     assert "refused: it states the answer 'positive' where the original listed 2 labels" in retry

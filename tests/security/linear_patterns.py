@@ -84,6 +84,24 @@ LINEAR: dict[Key, tuple[str, str | None]] = {
         "bounded: one escaped label of at most 40 characters (labels_of)",
         "faithfulness.check (proposal)",
     ),
+    (
+        "core.provenance",
+        "_TOKEN",
+        "\\$\\{\\w+\\}|\\d+(?:[.,]\\d+)*[\\w%'\\u2019-]*|[^\\W\\d_][\\w'\\u2019-]*|[,;:\\\"\\u201c\\u201d()]",
+    ): (
+        "alternatives told apart by their first character; each a class run consumed once (a number's "
+        "tail of letters is a class run after it: the match never fails, so never backtracks)",
+        "provenance (two texts)",
+    ),
+    (
+        "core.provenance",
+        "_END",
+        "\\n[ \\t]*(?:\\n|(?=[-*\\u2022][ \\t]|\\d{1,3}[.)][ \\t]))|(?:(?<=[.!?])|(?<=[.!?][\\\"')\\]\\u201d]))[ \\t\\n]+(?![ \\t\\na-z])|(?<=;)[ \\t\\n]+(?![ \\t\\n])",
+    ): (
+        "starts only at a line break (its blank run scanned once) or after a fixed-width lookbehind "
+        "(a sentence end or ';'), one blank run each",
+        "provenance (two texts)",
+    ),
     # -- optimizers ----------------------------------------------------------------------------
     ("core.optimize.document", "_UNSAFE", "[^A-Za-z0-9_.\\-]+"): (
         "one class; use-case and experiment names",
@@ -146,7 +164,7 @@ LINEAR: dict[Key, tuple[str, str | None]] = {
     ("interfaces.http.api", "JOB_ID", "^[A-Za-z0-9_.\\-]{1,64}$"): ("anchored, bounded; URL parts", None),
     ("interfaces.http.api", "_NAME", "^[A-Za-z0-9_.\\-]+$"): ("anchored, one class; query arguments", None),
     # -- llm -----------------------------------------------------------------------------------
-    ("llm.compress", "_FENCE", "^```[A-Za-z0-9_-]*\\s*\\n(.*?)\\n?```\\s*$"): (
+    ("llm.proposal", "_FENCE", "^```[A-Za-z0-9_-]*\\s*\\n(.*?)\\n?```\\s*$"): (
         "anchored (.match): one start; the lazy body tries the closing fence once per position",
         "compress.clean_output",
     ),
@@ -282,7 +300,7 @@ when it never reads document text)."""
 TEMPLATE_USES: dict[str, str] = {
     "optiflow.admission": "admission.check_templates",
     "optiflow.core.prompt": "prompt.render (body)",
-    "optiflow.llm.compress": "compress.guard_placeholders",
+    "optiflow.llm.proposal": "compress.guard_placeholders",
     "optiflow.core.optimize.demonstrations": "demonstrations: template",
 }
 """Modules that use ``string.Template`` (whose own pattern (``\\$(?:(\\$)|(name)|{(name)}|())`` is bounded

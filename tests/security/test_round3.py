@@ -17,7 +17,7 @@ from tests.support.http import job_document
 
 def optimize_document(samples: int = 4, **changes: Any) -> dict[str, Any]:
     doc = copy.deepcopy(job_document(samples))
-    for key in ("strategy", "baseline_tag", "min_section_tokens", "fail_fast"):
+    for key in ("strategy", "baseline_tag", "min_section_tokens", "fail_fast", "faithfulness"):
         doc.pop(key, None)
     return {
         **doc,

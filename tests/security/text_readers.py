@@ -32,6 +32,7 @@ import optiflow.core.faithfulness
 import optiflow.core.optimize.demonstrations
 import optiflow.core.optimize.params
 import optiflow.core.prompt
+import optiflow.core.provenance
 import optiflow.core.relevance
 import optiflow.core.sections
 import optiflow.errors
@@ -42,6 +43,7 @@ import optiflow.interfaces.http.api
 import optiflow.llm.compress
 import optiflow.llm.judge
 import optiflow.llm.noise
+import optiflow.llm.proposal
 import optiflow.llm.rewrite
 import optiflow.llm.simulated
 import optiflow.llm.tokens
@@ -68,10 +70,12 @@ from optiflow.core.optimize.failures import analyze_failures
 from optiflow.core.optimize.params import ParameterBlockSpec
 from optiflow.core.optimize.trial import FailingSample
 from optiflow.core.prompt import Prompt, Section
+from optiflow.core.provenance import provenance
 from optiflow.core.relevance import Relevance, removed_sentences
 from optiflow.core.step import FailingExample, RewriteRequest
 from optiflow.errors import OptiflowError
-from optiflow.llm.markers import COMPRESS_MARKER, EXTRACT_MARKER, JUDGE_MARKER, REWRITE_MARKER
+from optiflow.llm.faithjudge import parse_same, same_messages
+from optiflow.llm.markers import COMPRESS_MARKER, EXTRACT_MARKER, JUDGE_MARKER, REWRITE_MARKER, SAME_MARKER
 from optiflow.llm.simulated import SimulatedModel
 
 ALLOWED: tuple[type[BaseException], ...] = (OptiflowError, pydantic.ValidationError)
@@ -347,11 +351,11 @@ READERS: Sequence[Reader] = (
     # what the LLM strategies send and read back
     Reader(
         "compress.guard_placeholders",
-        lambda t: _M.llm.compress.guard_placeholders(t, _halves(t)[0]),
+        lambda t: _M.llm.proposal.guard_placeholders(t, _halves(t)[0]),
         "section bodies and proposals",
-        (_M.llm.compress,),
+        (_M.llm.proposal,),
     ),
-    Reader("compress.clean_output", _M.llm.compress.clean_output, "a model's proposal", (_M.llm.compress,)),
+    Reader("compress.clean_output", _M.llm.proposal.clean_output, "a model's proposal", (_M.llm.proposal,)),
     Reader("rewrite.rewrite_messages", _rewrite, "section bodies, failing samples", (_M.llm.rewrite,)),
     # the simulated model
     Reader(
@@ -369,6 +373,20 @@ READERS: Sequence[Reader] = (
         setup=_clear_sim,
     ),
     Reader("sim: compress", _sim(COMPRESS_MARKER, "{}"), "section bodies", _SENTENCES, setup=_clear_sim),
+    Reader(
+        "sim: same-instructions",
+        _sim(SAME_MARKER, "<a>{}</a><b>Reply with code RFD-201 within 14 days; never share it.</b>"),
+        "section bodies and proposals",
+        (_M.core.provenance,),
+        setup=_clear_sim,
+    ),
+    Reader("faithjudge.parse_same", parse_same, "a model's reply"),
+    Reader(
+        "faithjudge.same_messages",
+        lambda halves: same_messages(halves[0], halves[1]),
+        "section bodies and proposals",
+        prepare=_halves,
+    ),
     Reader(
         "sim: extract",
         _sim(EXTRACT_MARKER, "{}"),
@@ -403,14 +421,28 @@ READERS: Sequence[Reader] = (
         "faithfulness.check (proposal)",
         lambda t: faithful(ORIGINAL, t, CONTEXT),
         "proposals",
-        (_M.core.faithfulness,),
+        (_M.core.faithfulness, _M.core.provenance),
         corpus=("do you ",),  # issue 27: "do you " x 32000 held the GIL for 46 s
     ),
     Reader(
         "faithfulness.check (two texts)",
         lambda halves: faithful(halves[0], halves[1], CONTEXT),
         "section bodies and proposals",
-        (_M.core.faithfulness,),
+        (_M.core.faithfulness, _M.core.provenance),
+        prepare=_halves,
+    ),
+    Reader(
+        "provenance (original)",
+        lambda t: provenance(t, ORIGINAL, CONTEXT.labels),
+        "section bodies",
+        (_M.core.provenance,),
+        corpus=("Do not. ", "RFD-201 ", "positive, ", "14 days "),
+    ),
+    Reader(
+        "provenance (two texts)",
+        lambda halves: provenance(halves[0], halves[1], ("negative", "positive", "very bad")),
+        "section bodies and proposals",
+        (_M.core.provenance,),
         prepare=_halves,
     ),
     Reader(

@@ -55,6 +55,7 @@ def edit_lines(m: Modification) -> list[str]:
     lines = []
     if m.faithfulness is not None:
         lines.append(f"      faithfulness: {m.faithfulness.line()}")
+        lines += [f"        {row}" for row in m.faithfulness.map_lines()]
     if m.original_body is not None:
         lines += [f"      {row}" for row in side_by_side(m.original_body, m.proposed_body)]
     return lines

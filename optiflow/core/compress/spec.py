@@ -10,6 +10,7 @@ from optiflow.core.base import MAX_NAME_LENGTH, JSONValue
 from optiflow.core.budget import JobBudget
 from optiflow.core.checks import CheckSpec
 from optiflow.core.dataset import Dataset
+from optiflow.core.faithfulness import FaithfulnessSpec
 from optiflow.core.gate.spec import GateSpec
 from optiflow.core.model import ModelConfig
 from optiflow.core.overrides import STABLE, SectionOverride
@@ -47,6 +48,11 @@ class CompressSpec(JobBudget):
     :mod:`optiflow.core.compress.ablation`); the job fails when the gate finds it non-inferior.
     ``false``: no ablation (seed 000 exactly), and the report marks every decision unchecked."""
     flags: dict[str, StrictBool] = Field(default_factory=dict)
+    faithfulness: FaithfulnessSpec = Field(default_factory=FaithfulnessSpec)
+    """How proposals are read before they cost an evaluation (:mod:`optiflow.core.faithfulness`):
+    ``allow_dropped_rules`` lets a proposal drop a sentence carrying a rule (listed in the report
+    as not verified by the dataset); ``judge: {model: ...}`` asks a model whether each proposal
+    that passes imposes the same instructions as the original (:mod:`optiflow.llm.faithjudge`)."""
     gate: GateSpec = Field(default_factory=GateSpec)
     """How candidates, the combination and greedy sets are accepted (:mod:`optiflow.core.gate`).
     ``eval_runs`` is the first round's runs per sample (the gate's ``first_runs``)."""

@@ -728,6 +728,7 @@ function renderSections() {
     if (g) why.push(gateLine(g));
     const f = p && (p.mod ? p.mod.faithfulness : p.rej ? p.rej.faithfulness : null);
     if (f) why.push(`faithfulness: support ${pct(f.support, 0)} (threshold ${pct(f.threshold, 0)}), coverage ${pct(f.coverage, 0)}`);
+    if (f && f.judge) why.push(`judge ${f.judge.model}: ${f.judge.same ? "same instructions" : "differs"} (${f.judge.reason})`);
     if (why.length) li.append(h("span", { class: "why small", text: why.join(" · ") }));
     const actions = h("span", { class: "actions small" });
     if (g) { const svg = intervalSvg(g, p.state, ciScale); if (svg) actions.append(svg); }
@@ -738,9 +739,30 @@ function renderSections() {
     }
     if (actions.childNodes.length) li.append(actions);
     if (p && p.body != null && S.openDiffs.has(row.path)) li.append(diffView(row.body, p.body));
+    if (f && f.sentences) li.append(sentenceMap(f));
     return li;
   });
   $("sections").replaceChildren(...items);
+}
+
+// -- the sentence map of a proposal (issue 31) ----------------------------------------------------
+// Which original sentences the proposal dropped (a rule among them marked, and listed as not
+// verified by the dataset when the job allowed it), and where each proposal sentence comes from.
+function sentenceMap(f) {
+  const m = f.sentences;
+  const dropped = m.original.map((o, i) => [o, i]).filter(([o]) => o.status === "dropped");
+  const merged = m.original.filter((o) => o.status === "merged").length;
+  const head = `sentence map: ${m.original_count} original sentence(s): ${dropped.length} dropped, ${merged} merged; ` +
+    `${m.proposal_count} in the proposal (lowest support ${pct(m.min_support, 0)})`;
+  const items = dropped.map(([o, i]) => h("li", { class: "dropped" + (o.rule ? " rule" : "") },
+    h("span", { class: "sid", text: `o${i + 1}` }), h("s", { text: o.text }),
+    o.rule ? h("span", { class: "rule", text: ` rule: ${o.rule}` }) : null));
+  const from = m.proposal.map((p, j) => h("li", { class: "from" },
+    h("span", { class: "sid", text: `p${j + 1} ← ${p.sources.map((i) => `o${i + 1}`).join(", ") || "no source"}` }),
+    h("span", { text: ` ${p.text}` })));
+  const unverified = (f.dropped_rules || []).map((r) => h("li", { class: "unverified", text: `not verified by the dataset: ${r}` }));
+  return h("details", { class: "sentence-map small" }, h("summary", { text: head }),
+    h("ul", {}, ...items, ...unverified, ...from));
 }
 
 // -- a word diff --------------------------------------------------------------------------------

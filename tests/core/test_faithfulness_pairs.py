@@ -1,0 +1,147 @@
+"""The faithfulness check on its labelled suite of issue 31 (``faithfulness_pairs.jsonl``, 160
+pairs, a fixed tune / held-out split): accuracy and the confusion table on each half, printed.
+
+The held-out pairs were written and labelled before the check was first run on them; its first
+run gave 86.3% (82/95). The check was then changed after reading its errors on *both* halves (the
+report of issue 31 lists what): the held-out number below is no longer an independent estimate.
+So a second held-out set (``held-out-2``, 39 pairs) was written and labelled after the check was
+frozen and committed before it ran on them: its 79.5% (31/39; 6 meaning-changing pairs accepted)
+is the independent estimate. The issue's targets (>= 95% accuracy, no meaning-changing pair of
+the listed kinds accepted, >= 90% of honest compressions accepted) are not met:
+``test_the_issues_targets`` says so as an expected failure, and the floors below keep what was
+reached.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from optiflow.core import faithfulness as F
+
+from .faithfulness_pairs import Pair, accuracy, confusion, pairs, table, verdict
+
+PAIRS = pairs()
+TUNE = tuple(p for p in PAIRS if p.split == "tune")
+HELD_OUT = tuple(p for p in PAIRS if p.split == "held-out")
+HELD_OUT_2 = tuple(p for p in PAIRS if p.split == "held-out-2")
+ISSUE_KINDS = (
+    "negation dropped",
+    "negation added",
+    "number changed",
+    "code changed",
+    "codes swapped",
+    "unit changed",
+    "labels swapped",
+    "condition inverted",
+    "prohibition inverted",
+    "exception dropped",
+    "scope dropped",
+    "dropped rule",
+    "dropped prohibition",
+    "garbled",
+    "answer",
+    "chat",
+    "preamble",
+)
+
+
+def _report(name: str, ps: tuple[Pair, ...]) -> Counter[str]:
+    c = confusion(ps)
+    wrong = [f"#{p.id} {p.kind}" for p in ps if verdict(p).faithful != p.faithful]
+    print(f"\n{name}: {len(ps)} pairs, accuracy {accuracy(c):.1%}\n{table(c)}\nwrong: {', '.join(wrong)}")
+    return c
+
+
+def test_the_suite_is_large_and_holds_every_kind() -> None:
+    assert len(PAIRS) >= 150
+    kinds = {p.kind for p in PAIRS}
+    assert set(ISSUE_KINDS) <= kinds, set(ISSUE_KINDS) - kinds
+    assert {"honest", "extreme", "paraphrase", "dropped filler", "dropped example"} <= kinds
+    first = [p for p in PAIRS if p.split in ("tune", "held-out")]
+    real = [p for p in first if p.source.startswith(("real", "derived-real"))]
+    assert len(first) >= 150 and len(real) >= 0.4 * len(first)
+    assert {p.source for p in real} >= {"real-llm", "real-extractive"}
+    assert 0.4 <= len(HELD_OUT) / len(first) <= 0.6
+
+
+def test_accuracy_on_each_half() -> None:
+    tune = _report("tune", TUNE)
+    held = _report("held-out", HELD_OUT)
+    fresh = _report("held-out-2 (written after the check was frozen)", HELD_OUT_2)
+    assert accuracy(fresh) >= 0.79
+    assert accuracy(tune) >= 0.86
+    assert accuracy(held) >= 0.91
+    assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
+
+
+def test_the_thresholds_are_where_the_tune_half_puts_them() -> None:
+    best = max(accuracy(confusion(TUNE, t, s)) for t in (0.3, 0.45, 0.55, 0.65) for s in (0.0, 0.3, 0.5, 0.7))
+    assert accuracy(confusion(TUNE)) == best
+
+
+@pytest.mark.xfail(strict=True, reason="issue 31's targets are not met yet: see the module docstring")
+def test_the_issues_targets() -> None:
+    held = confusion(HELD_OUT)
+    passed = [p.id for p in HELD_OUT if p.kind in ISSUE_KINDS and not p.faithful and verdict(p).faithful]
+    assert accuracy(held) >= 0.95
+    assert passed == []
+
+
+def test_the_issues_four_examples_are_refused_naming_what_changed() -> None:
+    by_note = {p.proposal: verdict(p) for p in PAIRS if p.source == "written-issue"}
+    reasons = {k: v.reason for k, v in by_note.items()}
+    assert not any(v.faithful for v in by_note.values())
+    assert "negation 'not'" in reasons["Share order numbers in the reply."]
+    assert "changes the number '14' to '4'" in reasons["Offer a refund within 4 days of delivery."]
+    swapped = "Mentions of delays are positive; mentions of fast delivery are negative."
+    assert reasons[swapped].startswith("swaps labels: 'delay' goes with 'positive'")
+    assert "'only'" in reasons["Ask for the order number when the customer has given it."]
+    assert reasons["Escalate chargebacks with code CHB-310."].startswith(
+        "drops the rule 'Never promise a delivery date.'"
+    )
+
+
+def test_the_honest_paraphrase_is_accepted() -> None:
+    original = (
+        "Please note that it is very important that you never share the order number of a customer "
+        "in your reply, for privacy reasons."
+    )
+    ctx = F.FaithfulnessContext(labels=("negative", "positive"))
+    v = F.check(original, "Don't reveal customer order numbers in replies (privacy).", ctx)
+    assert v.faithful, v.reason
+
+
+def test_a_dropped_rule_is_allowed_by_the_job_and_listed() -> None:
+    ctx = F.FaithfulnessContext(allow_dropped_rules=True)
+    original = "Never promise a delivery date. Escalate chargebacks with code CHB-310."
+    v = F.check(original, "Escalate chargebacks with code CHB-310.", ctx)
+    assert v.faithful and v.dropped_rules == ("'Never promise a delivery date.' ('Never')",)
+    assert "not verified by the dataset: 'Never promise a delivery date.' ('Never')" in v.map_lines()
+    assert v.sentences is not None
+    assert [o.status for o in v.sentences.original] == ["dropped", "kept"]
+    assert v.sentences.proposal[0].sources == (1,)
+
+
+def test_the_report_shows_the_sentence_map_of_an_accepted_edit() -> None:
+    from optiflow.core.compress.output import edit_lines
+    from optiflow.core.compress.report import Modification
+
+    original = "We love our customers. Reply with code RFD-201 for refunds."
+    proposal = "Reply RFD-201 for refunds."
+    f = F.check(original, proposal, F.FaithfulnessContext())
+    assert f.faithful
+    m = Modification(
+        section_path=("billing",),
+        original_hash="h",
+        proposed_body=proposal,
+        token_reduction=5,
+        baseline_pass_rate=1.0,
+        candidate_pass_rate=1.0,
+        original_body=original,
+        faithfulness=f,
+    )
+    text = "\n".join(edit_lines(m))
+    assert "dropped  o1: We love our customers." in text
+    assert "p1 <- o2 (support 100%): Reply RFD-201 for refunds." in text
