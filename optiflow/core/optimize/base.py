@@ -260,6 +260,24 @@ class WorkflowBase:
         """Acceptance, the iteration record, ``observe``, then the stop checks."""
         return self._after_iteration(self._recorded(state, trials, at, step_index=step_index), at)
 
+    def _acceptance(self, state: OptimizeState, trials: Sequence[TrialResult]) -> AcceptanceDecision:
+        """Today's rule on one evaluation: a strictly better score (optionally a U test)."""
+        best = state.best_trial
+        assert best is not None and best.acceptance_score is not None
+        contenders = [
+            Contender(candidate_id=t.candidate_id, score=t.acceptance_score or 0.0, values=t.sample_values)
+            for t in trials
+            if t.completed and t.acceptance_score is not None
+        ]
+        rule = state.rule if state.rule in ("none", "mann_whitney") else "none"
+        return decide(
+            contenders,
+            best_score=best.acceptance_score,
+            best_values=best.sample_values,
+            objective=self.spec.objective,
+            spec=self.spec.acceptance.model_copy(update={"test": rule}),
+        )
+
     def _recorded(
         self,
         state: OptimizeState,
@@ -281,14 +299,7 @@ class WorkflowBase:
         if chosen is not None:
             decision = AcceptanceDecision(accepted=chosen[0])
         else:
-            rule = state.rule if state.rule in ("none", "mann_whitney") else "none"
-            decision = decide(
-                contenders,
-                best_score=best.acceptance_score,
-                best_values=best.sample_values,
-                objective=self.spec.objective,
-                spec=self.spec.acceptance.model_copy(update={"test": rule}),
-            )
+            decision = self._acceptance(state, trials)
         trials = [
             t.model_copy(
                 update={
@@ -360,6 +371,7 @@ class WorkflowBase:
             acceptance=spec.acceptance,
             acceptance_rule=state.rule,
             acceptance_rule_reason=state.rule_reason,
+            acceptance_rule_switched_at=state.rule_switched_at,
             splits=spec.splits,
             max_candidates_per_step=spec.max_candidates_per_step,
             eval_runs=spec.eval_runs,

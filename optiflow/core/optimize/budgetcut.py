@@ -45,6 +45,15 @@ class BudgetCutMixin(RaceMixin):
         elif state.phase == "propose":  # the rewrites are not evaluated: no iteration
             errors = tuple(f"{r.id}: {r.error}" for r in results.rewrites if r.error is not None)
             state = state.model_copy(update={"proposal_errors": state.proposal_errors + errors})
+        elif state.phase == "trials" and state.reproducing is not None:
+            # the reproduction was cut short: the contender is not crowned on one run
+            grouped: dict[str, list[EvalResult]] = defaultdict(list)
+            for r in state.racing:
+                grouped[r.experiment_id].append(r)
+            trials = [self._trial(state.candidate(cid), grouped) for cid in state.pending]
+            first = state.candidate(state.pending[0]).step_index
+            state = self._recorded(state, trials, at, step_index=first, chosen=(None,))
+            state = state.model_copy(update={"reproducing": None, "racing": ()})
         elif state.phase == "trials" and state.rule == "paired":
             state, figures = self._race_update(state, by_exp)
             racing: dict[str, list[EvalResult]] = defaultdict(list)

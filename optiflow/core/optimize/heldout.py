@@ -1,6 +1,8 @@
 """The held-out test (splits): the final best against the baseline on the test split.
 
-"Improved" only when the paired test, at the job's ``alpha``, shows the gain above 0.
+Always the paired test, whatever rule selection used (a strictly better score on one run of the
+test split is not evidence): "improved" only when it shows the gain above 0 at the job's
+``alpha``.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class HeldOutMixin(WorkflowBase):
         if state.best_candidate_id and state.best_candidate_id != BASELINE_ID:
             ids.append(state.best_candidate_id)
         runs = self.spec.eval_runs
-        if state.rule == "paired" and len(ids) == 2:  # confirmed by the same paired test
+        if len(ids) == 2:  # confirmed by the paired test, whatever rule selection used
             runs = max(runs, self.spec.acceptance.first_runs)
         targets = tuple(
             self.target(self._test_candidate(state.candidate(cid)), test_ids, runs=runs) for cid in ids
@@ -68,7 +70,7 @@ class HeldOutMixin(WorkflowBase):
         for r in racing:
             grouped[r.experiment_id].append(r)
         figures: SelectionFigures | None = None
-        if state.rule == "paired" and best_id != BASELINE_ID:
+        if best_id != BASELINE_ID:
             figures = self._confirm(grouped[base_c.experiment_id], grouped[best_c.experiment_id])
             if figures.verdict == "continue" and more:
                 gate = self._race_gate
@@ -94,10 +96,7 @@ class HeldOutMixin(WorkflowBase):
         best = base if best_id == BASELINE_ID else outcome(best_id, best_c.experiment_id)
         confirmed: bool | None = None
         if best_id != BASELINE_ID:
-            if figures is not None:
-                confirmed = figures.accepted and (self.cost_type or figures.gain_low > 0)
-            else:
-                confirmed = best.score is not None and self.spec.objective.better(best.score, base.score)
+            confirmed = figures is not None and figures.accepted and (self.cost_type or figures.gain_low > 0)
         report = TestReport(
             sample_ids=self.spec.test_ids(),
             baseline=base,

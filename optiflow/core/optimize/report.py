@@ -47,6 +47,8 @@ class OptimizationHistory(Frozen):
     acceptance_rule: Rule | None = None
     """The rule in force (``auto`` resolved from the baseline's runs); None: the baseline failed."""
     acceptance_rule_reason: str = ""
+    acceptance_rule_switched_at: int | None = None
+    """The iteration from which ``auto`` used the paired selection after a reproduction flipped."""
     splits: bool = False
     max_candidates_per_step: int
     eval_runs: int

@@ -49,6 +49,7 @@ from optiflow.core.optimize.budgetcut import BudgetCutMixin
 from optiflow.core.optimize.heldout import HeldOutMixin
 from optiflow.core.optimize.output import iteration_line, start_line
 from optiflow.core.optimize.protocol import ModelAssistedOptimizer, RunContext
+from optiflow.core.optimize.reproduce import ReproduceMixin
 from optiflow.core.optimize.state import OptimizeState
 from optiflow.core.optimize.termination import TerminationCause, TerminationReason
 from optiflow.core.records import Event, Trial
@@ -56,7 +57,7 @@ from optiflow.core.step import RewriteReply, Step, StepResults
 from optiflow.core.workflow import TokenCounter, Transition, advanced, bounded, noted, started
 
 
-class OptimizeWorkflow(BudgetCutMixin, HeldOutMixin):
+class OptimizeWorkflow(BudgetCutMixin, ReproduceMixin, HeldOutMixin):
     """The seed's loop: baseline, then propose, evaluate, select and observe until a stop; then
     the held-out test. The race, the held-out test and the budget cut are its parts."""
 
@@ -95,34 +96,41 @@ class OptimizeWorkflow(BudgetCutMixin, HeldOutMixin):
 
     @property
     def max_rounds(self) -> int:
-        """The most steps one selection takes (an iteration's candidates, or the test): one under
-        ``none`` / ``mann_whitney``; under ``auto`` / ``paired`` (the rule ``auto`` picks is not
-        known before the baseline) the race's first round, one per ``round_runs`` up to
-        ``max_runs`` and as many for the best's runs that errored (each such round adds one of its
-        runs), as compress's ``CompressWorkflow.max_rounds``."""
+        """The most steps the paired race takes (an iteration's candidates, or the held-out test):
+        the first round, one per ``round_runs`` up to ``max_runs`` and as many for the best's runs
+        that errored (each such round adds one of its runs), as compress's
+        ``CompressWorkflow.max_rounds``."""
         acc = self.spec.acceptance
-        if not acc.sequential:
-            return 1
         later = -(-(acc.max_runs - acc.first_runs) // acc.round_runs)
         return 1 + later + acc.max_runs
+
+    @property
+    def selection_rounds(self) -> int:
+        """The most steps one iteration's selection takes: one under ``none`` / ``mann_whitney``;
+        the race's ``max_rounds`` under ``paired``; under ``auto`` (its rule is not known before
+        the baseline) the iteration's step, the reproduction before a crowning and, when it flips,
+        the race's later rounds."""
+        test = self.spec.acceptance.test
+        if test in ("none", "mann_whitney"):
+            return 1
+        return self.max_rounds + (1 if test == "auto" else 0)
 
     @property
     def max_steps(self) -> int:
         """The most steps a job of this spec takes: the baseline (its extra selection runs are in
         the same step), for each of the ``max_iterations`` its termination allows (the baseline is
-        iteration 0) the rewrite requests and the candidates' ``max_rounds`` racing rounds
-        (``iteration-N``, ``iteration-N-round-K``), and the test's ``max_rounds`` (``test``,
-        ``test-round-K``)."""
-        rounds = self.max_rounds
-        return 1 + self.spec.termination.max_iterations() * (1 + rounds) + rounds
+        iteration 0) the rewrite requests and the candidates' ``selection_rounds`` (``iteration-N``,
+        ``iteration-N-reproduce``, ``iteration-N-round-K``), and the held-out test's
+        ``max_rounds`` (``test``, ``test-round-K``: always the paired test)."""
+        rounds = self.selection_rounds
+        return 1 + self.spec.termination.max_iterations() * (1 + rounds) + self.max_rounds
 
     @property
     def max_steps_why(self) -> str:
         iterations = self.spec.termination.max_iterations()
-        rounds = self.max_rounds
         return (
-            f"baseline + {iterations} iteration(s) x (proposal + {rounds} selection round(s)) "
-            f"+ {rounds} test round(s)"
+            f"baseline + {iterations} iteration(s) x (proposal + {self.selection_rounds} selection "
+            f"round(s)) + {self.max_rounds} test round(s)"
         )
 
     def advance(self, state: OptimizeState, results: StepResults) -> Transition[OptimizeState]:
@@ -133,20 +141,24 @@ class OptimizeWorkflow(BudgetCutMixin, HeldOutMixin):
             results,
             action,
             rejected=len(new.rejections),
-            trials=self._with_lineage(self._step_trials(state, results), new),
+            trials=self._with_lineage(self._step_trials(state, new, results), new),
             rejections=new.rejections[len(state.rejections) :],
             events=self._events(state, new, results.step.index),
         )
 
     @staticmethod
-    def _step_trials(before: OptimizeState, results: StepResults) -> list[Trial]:
+    def _step_trials(before: OptimizeState, after: OptimizeState, results: StepResults) -> list[Trial]:
         """One trial per experiment of the step. Trial rows are keyed by experiment, and a paired
         race's later rounds (``iteration-N-round-K``, ``test-round-K``) only extend runs made
         earlier: the best's extension runs are not a trial (its row, from the step that evaluated
         it, keeps its full evaluation), and a contender's (a test experiment's) trial covers every
-        round so far, not the last round's slice (as compress's ``_trials``)."""
+        round so far, not the last round's slice (as compress's ``_trials``). A reproduction step
+        makes no trial row (the trials are the iteration's evaluation), unless it switched the job
+        to the paired race: then the contenders' rows cover every run so far."""
         keep: set[str] | None
-        if before.phase == "trials" and before.rule == "paired":
+        if before.reproducing is not None and after.rule != "paired":
+            return []
+        if before.phase == "trials" and (before.rule == "paired" or before.reproducing is not None):
             keep = {before.candidate(cid).experiment_id for cid in before.pending}
         elif before.phase == "test":
             keep = None  # the baseline's and the best's test experiments, both racing
@@ -238,7 +250,7 @@ class OptimizeWorkflow(BudgetCutMixin, HeldOutMixin):
         outcomes = Outcomes.from_results(r for r in every if r.sample_id in sel)
         rule, why = self._choose_rule(outcomes)
         update: dict[str, Any] = {"rule": rule, "rule_reason": why}
-        if rule == "paired":
+        if rule == "paired" or self.spec.acceptance.test == "auto":  # auto: for a reproduction
             update["outcomes"] = {BASELINE_ID: outcomes}
             if self.cost_type:
                 update["costs"] = {BASELINE_ID: self._costs({}, [r for r in every if r.sample_id in sel])}
@@ -391,6 +403,10 @@ class OptimizeWorkflow(BudgetCutMixin, HeldOutMixin):
     ) -> tuple[OptimizeState, Action]:
         if state.rule == "paired":
             return self._race(state, by_exp, at)
+        if state.reproducing is not None:
+            return self._after_reproduce(state, by_exp, at)
+        if self._reproduces(state):
+            return self._decide_once(state, by_exp, at)
         trials = [self._trial(state.candidate(cid), by_exp) for cid in state.pending]
         return self._record_iteration(state, trials, at, step_index=state.step_index - 1)
 
