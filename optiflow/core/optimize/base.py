@@ -398,7 +398,9 @@ class WorkflowBase:
             stats=state.stats,
             budget=state.budget,
         )
-        return history.model_copy(update={"gain_summary": history.gain_line()})
+        return history.model_copy(
+            update={"gain_summary": history.gain_line(), "headline": history.headline_text()}
+        )
 
     @staticmethod
     def _call(name: str, fn: Callable[[], Any]) -> Any:
