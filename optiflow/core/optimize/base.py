@@ -260,6 +260,11 @@ class WorkflowBase:
         """Acceptance, the iteration record, ``observe``, then the stop checks."""
         return self._after_iteration(self._recorded(state, trials, at, step_index=step_index), at)
 
+    def _reproduces(self, state: OptimizeState) -> bool:
+        """``auto``'s deterministic rule: a crowning waits for its reproduction (and a budget cut
+        before it crowns nothing)."""
+        return self.spec.acceptance.test == "auto" and state.rule == "none"
+
     def _acceptance(self, state: OptimizeState, trials: Sequence[TrialResult]) -> AcceptanceDecision:
         """Today's rule on one evaluation: a strictly better score (optionally a U test)."""
         best = state.best_trial

@@ -66,7 +66,9 @@ class BudgetCutMixin(RaceMixin):
                 state = state.model_copy(update={"iterations": (*state.iterations[:-1], last)})
         elif state.phase == "trials":
             trials = [self._cut(self._trial(state.candidate(cid), by_exp), by_exp) for cid in state.pending]
-            state = self._recorded(state, trials, at, step_index=state.step_index - 1)
+            # auto's deterministic rule crowns nothing it could not reproduce
+            unreproduced: tuple[str | None] | None = (None,) if self._reproduces(state) else None
+            state = self._recorded(state, trials, at, step_index=state.step_index - 1, chosen=unreproduced)
             if not any(t.completed for t in trials):
                 last = state.iterations[-1].model_copy(update={"status": "budget_exhausted"})
                 state = state.model_copy(update={"iterations": (*state.iterations[:-1], last)})

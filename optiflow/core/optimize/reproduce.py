@@ -35,9 +35,6 @@ def flipped(outcomes: Sequence[Outcomes], ids: Sequence[str]) -> list[str]:
 class ReproduceMixin(RaceMixin):
     """The reproduction step before a crowning under ``auto``'s deterministic rule."""
 
-    def _reproduces(self, state: OptimizeState) -> bool:
-        return self.spec.acceptance.test == "auto" and state.rule == "none"
-
     def _once_more(self, candidate: Candidate, outcomes: Outcomes, ids: Sequence[str]) -> EvalTarget:
         """One more run of ``candidate`` on ``ids``, at the first run index none of them has."""
         first = max((outcomes.next_run(s) for s in ids), default=0)
