@@ -60,7 +60,7 @@ check-deep: install  ## the randomized seed-000 differential test at 10,000 scen
 bench: install  ## compress-job throughput vs a bare Celery chord; writes bench/results.md
 	"$(PY)" -m bench.compress --out bench/results.md
 
-bench-optimize-noise: install  ## optimize jobs on the simulated noise mode: paired selection vs today's rule (PNG with the bench extra); writes bench/optimize_noise.md
+bench-optimize-noise: install  ## optimize jobs on the simulated noise mode over shapes, sizes, variants, splits and optimizers (auto: false crowns, false "improved", power, the fixed-design ratio); about 45 min on 2 cores; writes bench/optimize_noise.md
 	"$(PY)" -m bench.optimize_noise --out bench/optimize_noise.md
 
 bench-drift: install  ## the nightly drift check over simulated years (false alarms, nights to detect, naive rules) + one end-to-end run; writes bench/drift_results.md

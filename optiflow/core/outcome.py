@@ -51,12 +51,15 @@ def outcome_of(result: Mapping[str, Any] | None) -> dict[str, Any] | None:
             return None
         first, last = number(iterations[0].get("best_so_far")), number(iterations[-1].get("best_so_far"))
         changed = report.get("best_candidate_id") != report.get("baseline_candidate_id")
+        headline = report.get("headline")
+        if isinstance(headline, str) and headline:  # the selection's own estimate
+            return {"text": headline, "bad": False}
         if not changed:
             text = f"baseline {fmt_score(first)} kept: no better candidate"
         elif unconfirmed(report):
-            text = f"best {fmt_score(last)} (baseline {fmt_score(first)}) not confirmed on held-out data"
+            text = f"raw score {fmt_score(first)} → {fmt_score(last)}: not confirmed on held-out data"
         else:
-            text = f"best {fmt_score(last)} (baseline {fmt_score(first)})"
+            text = f"raw score {fmt_score(first)} → {fmt_score(last)} (as evaluated, not an estimate)"
         return {"text": text, "bad": False}
     if kind == "measure":
         rate, wilson = number(report.get("pass_rate")), report.get("wilson")

@@ -85,7 +85,8 @@ def _warm_up(litellm: Any) -> None:
 
 
 def _register_simulated(litellm: Any) -> None:
-    from optiflow.llm.simulated import PRICE_INPUT_PER_TOKEN, PRICE_OUTPUT_PER_TOKEN, make_handler
+    from optiflow.llm.simhandler import make_handler
+    from optiflow.llm.simulated import PRICE_INPUT_PER_TOKEN, PRICE_OUTPUT_PER_TOKEN
 
     providers = list(litellm.custom_provider_map or [])
     if not any(p.get("provider") == SIM_PROVIDER for p in providers):

@@ -159,9 +159,11 @@ def test_measure_with_nothing_evaluated_fails() -> None:
 
 
 # -- optimize --------------------------------------------------------------------------------------
-def optimize_run(max_cost_usd: float) -> tuple[OptimizationHistory, list[str], list[Transition[Any]]]:
+def optimize_run(
+    max_cost_usd: float, test: str = "none"
+) -> tuple[OptimizationHistory, list[str], list[Transition[Any]]]:
     # today's rule: the budgets below count its calls (auto adds a second baseline run)
-    spec = spec_of(max_cost_usd=max_cost_usd, acceptance={"test": "none"})
+    spec = spec_of(max_cost_usd=max_cost_usd, acceptance={"test": test})
     wf = OptimizeWorkflow(spec, "job1", clock=FakeClock())
 
     def evaluate(step: Step) -> list[EvalResult]:  # c1 (temperature 0) passes 7, c2 (0.2) 9
@@ -195,6 +197,25 @@ def test_optimize_cut_in_an_iteration_decides_the_full_trials_only() -> None:
     assert h.stats.budget_skipped == 5
     assert BUDGET_EXHAUSTED in event_types(transitions)
     assert "Terminated: Budget exhausted at step iteration-1" in kinds.closing_line(h, "uc")  # type: ignore[operator]
+
+
+def test_optimize_cut_in_a_reproduction_crowns_nothing() -> None:
+    # auto: the baseline and its second run (20), c1 and c2 in full (20), then the reproduction
+    # of c2's crowning (c2 and the baseline once more, 20) gets 5 evaluations
+    h, steps, _ = optimize_run(45 * COST, test="auto")
+    assert steps == ["baseline", "iteration-1", "iteration-1-reproduce"]
+    assert h.acceptance_rule == "none" and h.termination_reason.cause is TerminationCause.BUDGET_EXHAUSTED
+    c2 = h.trial("c2")
+    assert c2 is not None and c2.completed and not c2.accepted  # not crowned on one run
+    assert h.best_candidate_id == "c0"
+    from optiflow.core.optimize.document import history_document
+    from optiflow.core.optimize.replay import replay
+
+    assert replay(history_document(h)).ok
+    # cut in the iteration step itself: the full trials are not crowned unreproduced either
+    h, steps, _ = optimize_run(35 * COST, test="auto")
+    assert steps == ["baseline", "iteration-1"] and h.best_candidate_id == "c0"
+    assert replay(history_document(h)).ok
 
 
 def test_optimize_with_every_trial_cut_records_an_iteration_without_a_decision() -> None:

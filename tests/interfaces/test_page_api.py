@@ -345,18 +345,21 @@ def test_the_jobs_list_says_what_each_finished_job_found() -> None:
         "best_candidate_id": "c4",
         "baseline_candidate_id": "c0",
     }
-    assert (
-        outcome(record(kind="optimize", result={"report": optimize}))["text"] == "best 0.875 (baseline 0.20)"
-    )
+    # a report from before headlines: the scores, labelled as evaluated (not an estimate)
+    raw = "raw score 0.20 → 0.875 (as evaluated, not an estimate)"
+    assert outcome(record(kind="optimize", result={"report": optimize}))["text"] == raw
+    # the selection's own estimate leads when the report has it (issue 28)
+    headline = "in-sample gain +5.0% [+1.0%, +9.0%] (paired)"
+    assert outcome(record(kind="optimize", result={"report": {**optimize, "headline": headline}}))[
+        "text"
+    ] == (headline)
     # a best the held-out test split did not confirm is no improvement (nothing is applied)
     confirmed = {
         **optimize,
         "test": {"confirmed": True},
         "gain_summary": "improved: held-out score 0.2 -> 0.9",
     }
-    assert (
-        outcome(record(kind="optimize", result={"report": confirmed}))["text"] == "best 0.875 (baseline 0.20)"
-    )
+    assert outcome(record(kind="optimize", result={"report": confirmed}))["text"] == raw
     for unconfirmed in (
         {**optimize, "test": {"confirmed": False}},
         {
@@ -365,16 +368,14 @@ def test_the_jobs_list_says_what_each_finished_job_found() -> None:
         },
     ):
         assert outcome(record(kind="optimize", result={"report": unconfirmed})) == {
-            "text": "best 0.875 (baseline 0.20) not confirmed on held-out data",
+            "text": "raw score 0.20 → 0.875: not confirmed on held-out data",
             "bad": False,
         }
     in_sample = {
         **optimize,
         "gain_summary": "in-sample gain +5.0% [...]: not confirmed on held-out data (use splits)",
     }
-    assert (
-        outcome(record(kind="optimize", result={"report": in_sample}))["text"] == "best 0.875 (baseline 0.20)"
-    )
+    assert outcome(record(kind="optimize", result={"report": in_sample}))["text"] == raw
     kept = {**optimize, "best_candidate_id": "c0", "test": {"confirmed": None}}
     assert (
         outcome(record(kind="optimize", result={"report": kept}))["text"]

@@ -31,37 +31,40 @@ per-sample rule in every mode).
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
-
-from pydantic import Field
 
 from optiflow.core.actions import Action, Fail, Finish
-from optiflow.core.base import Frozen
 from optiflow.core.budget import budget_line
-from optiflow.core.checkpoint import JobState
 from optiflow.core.compress.ablation import ABLATION, PENDING, Ablation, failure_line, mutable_sections
 from optiflow.core.compress.report import (
     Modification,
     OptimizationReport,
-    RejectedModification,
     UntriedSection,
 )
 from optiflow.core.compress.spec import CompressSpec
+from optiflow.core.compress.state import (
+    CompressState,
+    GatedSet,
+    SetDecision,
+    override_of,
+    pass_rate,
+    path_hash,
+    rejection,
+    set_key,
+    set_suffix,
+)
 from optiflow.core.evaluation import EvalResult
 from optiflow.core.experiment import Experiment, temp_tag_prefix
-from optiflow.core.gate.decision import GateDecision, GateStats, RunPlan, RunRange
-from optiflow.core.gate.evidence import Assessment, assess
+from optiflow.core.gate.decision import GateDecision, RunPlan, RunRange
+from optiflow.core.gate.evidence import assess
 from optiflow.core.gate.gate import decide
 from optiflow.core.gate.outcomes import Outcomes
 from optiflow.core.gate.strict import can_regress
-from optiflow.core.overrides import SectionOverride
 from optiflow.core.records import Rejection, Trial
 from optiflow.core.relevance import Relevance, probe_size, removed_sentences
 from optiflow.core.sections import SectionPath, path_str
-from optiflow.core.step import EvalTarget, ProposalError, SectionEdit, Step, StepResults
+from optiflow.core.step import EvalTarget, SectionEdit, Step, StepResults
 from optiflow.core.workflow import (
     StalledStepError,
     TokenCounter,
@@ -76,60 +79,6 @@ from optiflow.core.workflow import (
 BASELINE = "baseline"
 FAIL_FAST_SKIP = "regressed"
 """The skip reason of an evaluation fail-fast's mark stopped (``optiflow.distributed.scratch``)."""
-
-
-def path_hash(path: SectionPath) -> str:
-    return hashlib.sha256(path_str(path).encode()).hexdigest()[:8]
-
-
-Phase = Literal["baseline", "ablation", "candidates", "combined", "greedy", "done"]
-
-
-class GatedSet(Frozen):
-    """A set of edits under the gate: its experiment (``suffix`` names the id and the temporary
-    tag), the edits, and its runs so far. A candidate is a set of one edit."""
-
-    suffix: str
-    name: str
-    mods: tuple[Modification, ...]
-    outcomes: Outcomes = Field(default_factory=Outcomes)
-    rounds: int = 0
-
-
-class SetDecision(Frozen):
-    """What the gate decided for a set, remembered by the set's content (greedy reuses it)."""
-
-    accepted: bool
-    reason: str
-    regressions: int = 0
-    lower_bound: bool = False
-    pass_rate: float = 0.0
-    stats: GateStats | None = None
-
-
-class CompressState(JobState):
-    """The checkpoint: enough to continue from any step boundary."""
-
-    phase: Phase = "baseline"
-    baseline_pass_rate: float = 0.0
-    baseline: Outcomes = Field(default_factory=Outcomes)
-    """Every baseline run made so far (the first round, then extensions the paired gate asked for)."""
-    assessment: Assessment | None = None
-    edits: tuple[SectionEdit, ...] = ()
-    proposal_errors: tuple[ProposalError, ...] = ()
-    untried: tuple[UntriedSection, ...] = ()
-    pending: tuple[GatedSet, ...] = ()
-    """The sets under the gate in the current phase (a phase's rounds repeat until all decided)."""
-    accepted: tuple[Modification, ...] = ()
-    rejected: tuple[RejectedModification, ...] = ()
-    greedy_kept: tuple[Modification, ...] = ()
-    greedy_queue: tuple[Modification, ...] = ()
-    known_sets: dict[str, SetDecision] = Field(default_factory=dict)
-    combined: GateStats | None = None
-    regressed: frozenset[str] = frozenset()
-    """Experiments a watched sample failed (fail-fast marks them: their further evaluations are
-    skipped for the rest of the job)."""
-    ablation: Ablation | None = None
 
 
 class CompressWorkflow:
@@ -167,7 +116,7 @@ class CompressWorkflow:
         sample_ids = tuple(sample_ids)
         by_path = {o.path: o for o in self.spec.baseline_overrides}
         for m in mods:
-            by_path[m.section_path] = _override(m)
+            by_path[m.section_path] = override_of(m)
         guard = guard if self.spec.fail_fast and guard else None
         return EvalTarget(
             experiment=Experiment(
@@ -366,7 +315,7 @@ class CompressWorkflow:
         state = state.model_copy(
             update={
                 "phase": "candidates",
-                "baseline_pass_rate": _pass_rate(state.baseline, self.ids),
+                "baseline_pass_rate": pass_rate(state.baseline, self.ids),
                 "assessment": assessment,
                 "edits": tuple(edits),
                 "proposal_errors": results.proposal_errors,
@@ -424,7 +373,7 @@ class CompressWorkflow:
         ablation = state.ablation.model_copy(
             update={"noticed": not d.accepted, "reason": d.reason, "stats": d.stats}
         )
-        known = {**state.known_sets, _set_key(s.mods): self._remember(state, s, d)}
+        known = {**state.known_sets, set_key(s.mods): self._remember(state, s, d)}
         state = state.model_copy(update={"pending": (), "ablation": ablation, "known_sets": known})
         if not ablation.noticed:
             return state, Fail(error=failure_line(ablation))
@@ -492,7 +441,7 @@ class CompressWorkflow:
             combined = GatedSet(suffix="combined", name="combined", mods=state.accepted)
             state = state.model_copy(update={"phase": "combined"})
             return self._evaluate_sets(state, [combined])
-        remembered = {_set_key(s.mods): self._remember(state, s, decisions[s.suffix]) for s in state.pending}
+        remembered = {set_key(s.mods): self._remember(state, s, decisions[s.suffix]) for s in state.pending}
         state = state.model_copy(update={"pending": (), "known_sets": {**state.known_sets, **remembered}})
         if state.phase == "combined":
             (known,) = remembered.values()
@@ -511,14 +460,14 @@ class CompressWorkflow:
         accepted, rejected, known = list(state.accepted), list(state.rejected), dict(state.known_sets)
         for s in sets:
             decision = self._remember(state, s, decisions[s.suffix])
-            known[_set_key(s.mods)] = decision
+            known[set_key(s.mods)] = decision
             (mod,) = s.mods
             if decision.accepted:
                 accepted.append(
                     mod.model_copy(update={"candidate_pass_rate": decision.pass_rate, "gate": decision.stats})
                 )
             else:
-                rejected.append(_rejection(mod, decision, "candidate"))
+                rejected.append(rejection(mod, decision, "candidate"))
         order = {e.path: i for i, e in enumerate(state.edits)}
         accepted.sort(key=lambda m: order[m.section_path])
         return state.model_copy(
@@ -542,7 +491,7 @@ class CompressWorkflow:
             reason=decision.reason,
             regressions=max(len(stats.regressed), 1) if lower else len(stats.regressed),
             lower_bound=lower,
-            pass_rate=_pass_rate(s.outcomes, self.ids),
+            pass_rate=pass_rate(s.outcomes, self.ids),
             stats=stats,
         )
 
@@ -561,7 +510,7 @@ class CompressWorkflow:
         """Decide greedy sets from memory while possible; put the first unknown one (and the
         chain behind it, :meth:`_greedy_chain`) to the gate."""
         while state.greedy_queue:
-            known = state.known_sets.get(_set_key((*state.greedy_kept, state.greedy_queue[0])))
+            known = state.known_sets.get(set_key((*state.greedy_kept, state.greedy_queue[0])))
             if known is None:
                 return self._evaluate_sets(state, self._greedy_chain(state))
             state = self._greedy_record(state, known)
@@ -579,7 +528,7 @@ class CompressWorkflow:
         kept, chain = state.greedy_kept, []
         for i, mod in enumerate(state.greedy_queue):
             trial = (*kept, mod)
-            known = state.known_sets.get(_set_key(trial))
+            known = state.known_sets.get(set_key(trial))
             if known is not None and not known.accepted:
                 break
             if known is None:
@@ -595,7 +544,7 @@ class CompressWorkflow:
         mod, rest = state.greedy_queue[0], state.greedy_queue[1:]
         if known.accepted:
             return state.model_copy(update={"greedy_kept": (*state.greedy_kept, mod), "greedy_queue": rest})
-        rejected = _rejection(mod, known, "greedy")
+        rejected = rejection(mod, known, "greedy")
         return state.model_copy(update={"rejected": (*state.rejected, rejected), "greedy_queue": rest})
 
     # -- the budget ran out -----------------------------------------------------------------
@@ -610,7 +559,7 @@ class CompressWorkflow:
         if state.phase == "baseline":
             edits = [e for e in results.edits if e.token_reduction > 0]
             undecided = tuple(
-                _rejection(self._modification(e), SetDecision(accepted=False, reason=reason), "candidate")
+                rejection(self._modification(e), SetDecision(accepted=False, reason=reason), "candidate")
                 for e in edits
             )
             made, passed, _ = state.baseline.totals(self.ids)
@@ -625,7 +574,7 @@ class CompressWorkflow:
             return self._finish(state, ())
         if state.phase == ABLATION:  # never got to the candidates: every edit is undecided
             undecided = tuple(
-                _rejection(self._modification(e), SetDecision(accepted=False, reason=reason), "candidate")
+                rejection(self._modification(e), SetDecision(accepted=False, reason=reason), "candidate")
                 for e in state.edits
             )
             return self._finish(state.model_copy(update={"pending": (), "rejected": undecided}), ())
@@ -635,14 +584,14 @@ class CompressWorkflow:
         if state.phase == "candidates":
             state = self._record(state, [s for s in state.pending if decisions[s.suffix].decided], decisions)
             undecided_ = [
-                _rejection(s.mods[0], SetDecision(accepted=False, reason=reason), "candidate") for s in cut
+                rejection(s.mods[0], SetDecision(accepted=False, reason=reason), "candidate") for s in cut
             ]
             state = state.model_copy(update={"pending": (), "rejected": (*state.rejected, *undecided_)})
             if len(state.accepted) <= 1:
                 return self._finish(state, state.accepted)
             return self._greedy_from_memory(self._start_greedy(state), reason)
         decided = {
-            _set_key(s.mods): self._remember(state, s, decisions[s.suffix])
+            set_key(s.mods): self._remember(state, s, decisions[s.suffix])
             for s in state.pending
             if s not in cut
         }
@@ -683,10 +632,10 @@ class CompressWorkflow:
         """Greedy on the sets already decided; the first set it would evaluate ends it, and every
         edit left is undecided."""
         while state.greedy_queue:
-            known = state.known_sets.get(_set_key((*state.greedy_kept, state.greedy_queue[0])))
+            known = state.known_sets.get(set_key((*state.greedy_kept, state.greedy_queue[0])))
             if known is None:
                 undecided = tuple(
-                    _rejection(m, SetDecision(accepted=False, reason=reason), "greedy")
+                    rejection(m, SetDecision(accepted=False, reason=reason), "greedy")
                     for m in state.greedy_queue
                 )
                 state = state.model_copy(
@@ -742,9 +691,9 @@ class CompressWorkflow:
                 "evaluated_samples": len(evaluated),
                 "samples": len(self.ids),
             }
-            known = after.known_sets.get(_set_key(s.mods))
+            known = after.known_sets.get(set_key(s.mods))
             status = t.status
-            if known is not None and _set_key(s.mods) not in before.known_sets:
+            if known is not None and set_key(s.mods) not in before.known_sets:
                 extra.update(verdict="accept" if known.accepted else "reject", reason=known.reason)
                 if known.stats is not None:
                     extra.update(
@@ -752,7 +701,7 @@ class CompressWorkflow:
                     )
             elif status == "completed":
                 status = "running"
-            score = _pass_rate(outcomes, evaluated) if evaluated else None
+            score = pass_rate(outcomes, evaluated) if evaluated else None
             out.append(t.model_copy(update={"status": status, "objective_score": score, "extra": extra}))
         return out
 
@@ -798,57 +747,6 @@ def _regressed(results: StepResults) -> frozenset[str]:
         if witness or failed:
             out.add(r.experiment_id)
     return frozenset(out)
-
-
-def _override(m: Modification) -> SectionOverride:
-    return SectionOverride(path=m.section_path, expected_hash=m.original_hash, body=m.proposed_body)
-
-
-def _rejection(
-    mod: Modification, decision: SetDecision, stage: Literal["candidate", "greedy"]
-) -> RejectedModification:
-    return RejectedModification(
-        section_path=mod.section_path,
-        token_reduction=mod.token_reduction,
-        regression_count=decision.regressions,
-        regression_count_is_lower_bound=decision.lower_bound,
-        stage=stage,
-        reason=decision.reason,
-        proposed_body=mod.proposed_body,
-        original_tokens=mod.original_tokens,
-        proposed_tokens=mod.proposed_tokens,
-        gate=decision.stats,
-        original_body=mod.original_body,
-        faithfulness=mod.faithfulness,
-    )
-
-
-def _pass_rate(outcomes: Outcomes, sample_ids: Sequence[str]) -> float:
-    """Seed 000's pass rate over every run made: the mean of the runs' pass rates when every
-    sample has the same runs (errors count as failures; a sample with no run counts as failed)."""
-    made = passed = 0
-    runs = max((len(outcomes.scored(s)) for s in sample_ids), default=0)
-    for s in sample_ids:
-        scored = outcomes.scored(s)
-        made += max(len(scored), runs)
-        passed += sum(scored)
-    return passed / made if made else 0.0
-
-
-def set_suffix(mods: Iterable[Modification]) -> str:
-    """A greedy set's experiment id and temporary tag suffix, from its content (as a candidate's
-    is from its section): a job never gives two different sets one id or tag, so nothing keyed
-    by them (fail-fast marks, a worker's memory of a tag's overrides, the eval cache, trial rows)
-    mixes two sets."""
-    return "set-" + hashlib.sha256(_set_key(mods).encode()).hexdigest()[:12]
-
-
-def _set_key(mods: Iterable[Modification]) -> str:
-    parts = sorted(
-        f"{path_str(m.section_path)}:{hashlib.sha256(m.proposed_body.encode()).hexdigest()[:16]}"
-        for m in mods
-    )
-    return "|".join(parts)
 
 
 __all__ = ["CompressState", "CompressWorkflow", "GatedSet", "SetDecision", "path_hash", "set_suffix"]

@@ -138,6 +138,7 @@ def history_document(history: OptimizationHistory) -> dict[str, JSONValue]:
         "acceptanceDescription": h.acceptance.description(h.acceptance_rule),
         "acceptanceRule": h.acceptance_rule,
         "acceptanceRuleReason": h.acceptance_rule_reason,
+        "acceptanceRuleSwitchedAt": h.acceptance_rule_switched_at,
         "settings": {
             "scorer": h.scorer.model_dump(mode="json"),
             "objective": h.objective.value,

@@ -114,7 +114,10 @@ def _fixed(history: OptimizationHistory) -> str:
 def _score_change(history: OptimizationHistory) -> str:
     pct = history.score_improvement_percent
     sign = "+" if pct >= 0 else ""
-    return f"{fmt_score(history.baseline_score)} → {fmt_score(history.best_score)} ({sign}{pct:.2f}%)"
+    return (
+        f"{fmt_score(history.baseline_score)} → {fmt_score(history.best_score)} ({sign}{pct:.2f}%; "
+        "as evaluated, not the estimate)"
+    )
 
 
 _RULE_WORDS = {
@@ -144,14 +147,16 @@ def summary_box(history: OptimizationHistory, verbosity: Verbosity = "summary") 
         lines.append(mid)
         lines += _field("Iterations", str(history.total_iterations))
         lines += _field("Best iteration", f"{history.best_iteration.number} ({history.best_candidate_id})")
-        lines += _field("Score", _score_change(history))
-        if history.test is not None:
-            t = history.test
-            lines += _field("Test (held out)", f"{fmt_score(t.baseline.score)} → {fmt_score(t.best.score)}")
+        # the selection's own estimate leads; scores as evaluated follow, labelled as such
+        lines += _field("Gain", history.gain_line())
         if history.acceptance_rule is not None:
             rule = acceptance_text(history.acceptance_rule, history.acceptance_rule_reason)
             lines += _field("Acceptance", rule)
-        lines += _field("Gain", history.gain_line())
+        lines += _field("Raw score", _score_change(history))
+        if history.test is not None:
+            t = history.test
+            test = f"{fmt_score(t.baseline.score)} → {fmt_score(t.best.score)} (as evaluated)"
+            lines += _field("Raw test score", test)
         lines += _field("Termination", history.termination_reason.message)
         if history.rejections:
             lines += _field("Rejected", _rejections(history))

@@ -97,22 +97,25 @@ def _cause(value: Any) -> str | None:
     return str(value).lower()
 
 
-def replay(
+class _Settings(Frozen):
+    """What the replay decides with: the document's settings, or the ones passed instead."""
+
+    score_fn: ScorerSpec
+    goal: Objective
+    policy: CompositePolicy
+    acceptance: AcceptanceSpec
+    rule: Rule
+    paired: dict[str, Any]
+
+
+def _settings(
     document: Mapping[str, Any],
-    *,
-    scorer: ScorerSpec | Mapping[str, Any] | str | None = None,
-    objective: Objective | str | None = None,
-    termination: Any = None,
-    acceptance: AcceptanceSpec | Mapping[str, Any] | None = None,
-) -> ReplayReport:
-    try:
-        settings = document["settings"]
-        iterations = document["iterations"]
-        started = _time(document["startTime"])
-    except (KeyError, TypeError) as exc:
-        raise ValidationError(
-            f"not an optimization history document (missing {exc})", field="document"
-        ) from None
+    settings: Mapping[str, Any],
+    scorer: ScorerSpec | Mapping[str, Any] | str | None,
+    objective: Objective | str | None,
+    termination: Any,
+    acceptance: AcceptanceSpec | Mapping[str, Any] | None,
+) -> _Settings:
     score_fn = parse_scorer(scorer if scorer is not None else settings["scorer"])
     goal = Objective(objective if objective is not None else settings["objective"])
     policy: CompositePolicy = parse_termination(
@@ -135,7 +138,7 @@ def replay(
             if recorded_rule == "mann_whitney"
             else "none"
         )
-    settings_paired: dict[str, Any] = {
+    paired: dict[str, Any] = {
         "alpha": acceptance_spec.alpha,
         "beta": acceptance_spec.beta,
         "min_gain": acceptance_spec.min_gain,
@@ -144,6 +147,110 @@ def replay(
         "max_runs": acceptance_spec.max_runs,
         "cost_type": score_fn.type in COST_SCORERS,
     }
+    return _Settings(
+        score_fn=score_fn, goal=goal, policy=policy, acceptance=acceptance_spec, rule=rule_used, paired=paired
+    )
+
+
+class _Iteration(Frozen):
+    """One recorded iteration's completed candidates, re-scored and (paired) re-judged."""
+
+    contenders: tuple[Contender, ...] = ()
+    figures: dict[str, SelectionFigures] = Field(default_factory=dict)
+    order: tuple[str, ...] = ()
+    recorded_accepted: str | None = None
+
+
+def _candidates(
+    it: Mapping[str, Any], number: int, s: _Settings, decisions: list[ReplayDecision]
+) -> _Iteration:
+    """Re-score each completed candidate (and re-judge its paired figures), recording the
+    score and selection decisions."""
+    contenders: list[Contender] = []
+    figures: dict[str, SelectionFigures] = {}
+    order: list[str] = []
+    recorded_accepted = None
+    for c in it.get("candidates") or []:
+        if c.get("accepted"):
+            recorded_accepted = c["candidateId"]
+        if c.get("status") != "completed" or c.get("statistics") is None:
+            continue
+        score = s.score_fn.score(summary_of(c["statistics"]))
+        decisions.append(
+            ReplayDecision(
+                iteration=number,
+                kind="score",
+                candidate_id=c["candidateId"],
+                recorded=c.get("score"),
+                replayed=score,
+                differs=c.get("score") is None or abs(float(c["score"]) - score) > _TOLERANCE,
+            )
+        )
+        if c.get("selection") is not None:
+            recorded = SelectionFigures.model_validate(c["selection"])
+            again = rejudge(recorded, **s.paired)
+            figures[c["candidateId"]] = again
+            order.append(c["candidateId"])
+            decisions.append(
+                ReplayDecision(
+                    iteration=number,
+                    kind="selection",
+                    candidate_id=c["candidateId"],
+                    recorded=recorded.verdict,
+                    replayed=again.verdict,
+                    differs=recorded.verdict != again.verdict,
+                )
+            )
+        values = {str(k): float(v) for k, v in (c.get("sampleScores") or {}).items()}
+        contenders.append(Contender(candidate_id=c["candidateId"], score=score, values=values))
+    return _Iteration(
+        contenders=tuple(contenders), figures=figures, order=tuple(order), recorded_accepted=recorded_accepted
+    )
+
+
+def _confirmation(document: Mapping[str, Any], iterations: Any, s: _Settings) -> ReplayDecision | None:
+    confirmation = (document.get("test") or {}).get("confirmation")
+    if confirmation is None:
+        return None
+    recorded = SelectionFigures.model_validate(confirmation)
+    again = rejudge(recorded, spent=False, **s.paired)
+    return ReplayDecision(
+        iteration=int(iterations[-1]["iterationNumber"]) if iterations else 0,
+        kind="confirmation",
+        candidate_id=recorded.against,
+        recorded=recorded.verdict,
+        replayed=again.verdict,
+        differs=recorded.verdict != again.verdict,
+    )
+
+
+def _rule_at(s: _Settings, number: int, switched_at: int | None) -> Rule:
+    """The rule an iteration was decided under: ``auto``'s deterministic rule switches to the
+    paired selection at the iteration whose reproduction showed a flip (recorded)."""
+    if s.rule == "paired" and switched_at is not None and number < switched_at:
+        return "none"
+    return s.rule
+
+
+def replay(
+    document: Mapping[str, Any],
+    *,
+    scorer: ScorerSpec | Mapping[str, Any] | str | None = None,
+    objective: Objective | str | None = None,
+    termination: Any = None,
+    acceptance: AcceptanceSpec | Mapping[str, Any] | None = None,
+) -> ReplayReport:
+    try:
+        settings = document["settings"]
+        iterations = document["iterations"]
+        started = _time(document["startTime"])
+    except (KeyError, TypeError) as exc:
+        raise ValidationError(
+            f"not an optimization history document (missing {exc})", field="document"
+        ) from None
+    s = _settings(document, settings, scorer, objective, termination, acceptance)
+    switched = document.get("acceptanceRuleSwitchedAt")
+    switched_at = int(switched) if switched is not None and acceptance is None else None
     recorded_reason = document.get("terminationReason") or {}
     recorded_cause = _cause(recorded_reason.get("cause"))
     decisions: list[ReplayDecision] = []
@@ -155,43 +262,8 @@ def replay(
     last = len(iterations) - 1
     for index, it in enumerate(iterations):
         number = int(it["iterationNumber"])
-        contenders: list[Contender] = []
-        figures: dict[str, SelectionFigures] = {}
-        order: list[str] = []
-        recorded_accepted = None
-        for c in it.get("candidates") or []:
-            if c.get("accepted"):
-                recorded_accepted = c["candidateId"]
-            if c.get("status") != "completed" or c.get("statistics") is None:
-                continue
-            score = score_fn.score(summary_of(c["statistics"]))
-            decisions.append(
-                ReplayDecision(
-                    iteration=number,
-                    kind="score",
-                    candidate_id=c["candidateId"],
-                    recorded=c.get("score"),
-                    replayed=score,
-                    differs=c.get("score") is None or abs(float(c["score"]) - score) > _TOLERANCE,
-                )
-            )
-            if c.get("selection") is not None:
-                recorded = SelectionFigures.model_validate(c["selection"])
-                again = rejudge(recorded, **settings_paired)
-                figures[c["candidateId"]] = again
-                order.append(c["candidateId"])
-                decisions.append(
-                    ReplayDecision(
-                        iteration=number,
-                        kind="selection",
-                        candidate_id=c["candidateId"],
-                        recorded=recorded.verdict,
-                        replayed=again.verdict,
-                        differs=recorded.verdict != again.verdict,
-                    )
-                )
-            values = {str(k): float(v) for k, v in (c.get("sampleScores") or {}).items()}
-            contenders.append(Contender(candidate_id=c["candidateId"], score=score, values=values))
+        got = _candidates(it, number, s, decisions)
+        contenders = list(got.contenders)
         if best_id is None:  # the baseline
             if not contenders:
                 raise ValidationError("the first iteration has no completed baseline", field="iterations")
@@ -199,30 +271,35 @@ def replay(
             best_id, best_score, best_values = base.candidate_id, base.score, base.values
             new_best = True
         else:
-            if rule_used == "paired":
-                decision = AcceptanceDecision(accepted=pick(figures, order))
+            rule = _rule_at(s, number, switched_at)
+            cut_short = index == last and recorded_cause == TerminationCause.BUDGET_EXHAUSTED.value
+            if rule == "none" and s.acceptance.test == "auto" and cut_short:
+                # auto's deterministic rule crowns nothing the budget left unreproduced
+                decision = AcceptanceDecision()
+            elif rule == "paired":
+                decision = AcceptanceDecision(accepted=pick(got.figures, list(got.order)))
             else:
                 decision = decide(
                     contenders,
                     best_score=best_score,
                     best_values=best_values,
-                    objective=goal,
-                    spec=acceptance_spec.model_copy(update={"test": rule_used}),
+                    objective=s.goal,
+                    spec=s.acceptance.model_copy(update={"test": rule}),
                 )
             decisions.append(
                 ReplayDecision(
                     iteration=number,
                     kind="new_best",
-                    recorded=recorded_accepted,
+                    recorded=got.recorded_accepted,
                     replayed=decision.accepted,
-                    differs=recorded_accepted != decision.accepted,
+                    differs=got.recorded_accepted != decision.accepted,
                 )
             )
             new_best = decision.accepted is not None
             if decision.accepted is not None:
                 chosen = next(c for c in contenders if c.candidate_id == decision.accepted)
                 best_id, best_score, best_values = chosen.candidate_id, chosen.score, chosen.values
-        top = min(contenders, key=lambda c: goal.best_first(c.score), default=None)
+        top = min(contenders, key=lambda c: s.goal.best_first(c.score), default=None)
         records.append(
             IterationRecord(
                 number=number,
@@ -239,7 +316,7 @@ def replay(
                 ended_at=_time(it["endTime"]),
             )
         )
-        reason = policy.check(
+        reason = s.policy.check(
             TrialHistory(started_at=started, iterations=tuple(records)), records[-1].ended_at
         )
         if reason is not None and first_stop is None:
@@ -257,20 +334,9 @@ def replay(
                 differs=recorded_stop != replayed_stop,
             )
         )
-    confirmation = (document.get("test") or {}).get("confirmation")
+    confirmation = _confirmation(document, iterations, s)
     if confirmation is not None:
-        recorded = SelectionFigures.model_validate(confirmation)
-        again = rejudge(recorded, spent=False, **settings_paired)
-        decisions.append(
-            ReplayDecision(
-                iteration=int(iterations[-1]["iterationNumber"]) if iterations else 0,
-                kind="confirmation",
-                candidate_id=recorded.against,
-                recorded=recorded.verdict,
-                replayed=again.verdict,
-                differs=recorded.verdict != again.verdict,
-            )
-        )
+        decisions.append(confirmation)
     return ReplayReport(decisions=tuple(decisions), best_candidate_id=best_id, termination=first_stop)
 
 

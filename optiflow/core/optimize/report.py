@@ -47,6 +47,8 @@ class OptimizationHistory(Frozen):
     acceptance_rule: Rule | None = None
     """The rule in force (``auto`` resolved from the baseline's runs); None: the baseline failed."""
     acceptance_rule_reason: str = ""
+    acceptance_rule_switched_at: int | None = None
+    """The iteration from which ``auto`` used the paired selection after a reproduction flipped."""
     splits: bool = False
     max_candidates_per_step: int
     eval_runs: int
@@ -69,6 +71,8 @@ class OptimizationHistory(Frozen):
     gain_summary: str = ""
     """:meth:`gain_line` as the job left it (what the page shows): improved, not confirmed on
     held-out data, or in-sample, with the gain's interval."""
+    headline: str = ""
+    """:meth:`headline_text` as the job left it (what the jobs list shows)."""
     budget: BudgetReport | None = None
     """The job's hard budget and spend (a job with ``max_cost_usd`` / ``max_tokens``); when it
     ran out the run ended there (``termination_reason`` ``budget_exhausted``, or a cut test step)."""
@@ -153,10 +157,30 @@ class OptimizationHistory(Frozen):
                 "selected and measured on the same samples, not confirmed on held-out data (use splits)"
             )
         return (
-            f"in-sample: score {_num(self.baseline_score)} -> {_num(self.best_score)} on the samples it was "
-            "selected on, "
+            f"in-sample score gain {self.score_improvement:+.4g} (deterministic rule, the crowning's runs "
+            "reproduced): measured on the samples it was selected on, "
             "not confirmed on held-out data (use splits)"
         )
+
+    def headline_text(self) -> str:
+        """The selection's own estimate in a few words, for a list: the held-out paired gain and
+        its interval when there is one, else the paired selection's in-sample gain and interval,
+        else (deterministic rule) the reproduced score gain. Never a single-run score."""
+        if not self.changed:
+            return "no candidate shown better than the baseline"
+        t = self.test
+        if t is not None and t.confirmation is not None:
+            f = t.confirmation
+            verdict = "improved" if t.confirmed else "not confirmed on held-out data"
+            return f"held-out gain {f.gain:+.1%} [{f.gain_low:+.1%}, {f.gain_high:+.1%}]: {verdict}"
+        if self.held_out_missing or (t is not None and not t.confirmed):
+            return "not confirmed on held-out data"
+        best = self.trial(self.best_candidate_id)
+        chosen = best.selection if best is not None else None
+        if chosen is not None:
+            interval = f"[{chosen.gain_low:+.1%}, {chosen.gain_high:+.1%}]"
+            return f"in-sample gain {chosen.gain:+.1%} {interval} (paired)"
+        return f"in-sample score gain {self.score_improvement:+.4g} (deterministic, reproduced)"
 
     @property
     def score_improvement(self) -> float:

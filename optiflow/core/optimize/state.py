@@ -40,11 +40,11 @@ class TestReport(Frozen):
     baseline: TestOutcome
     best: TestOutcome
     confirmation: SelectionFigures | None = None
-    """The paired comparison of the best with the baseline on the test split (paired rule)."""
+    """The paired comparison of the best with the baseline on the test split (whatever rule
+    selection used)."""
     confirmed: bool | None = None
-    """Whether the held-out data confirm the gain: the paired interval's lower bound above 0 (the
-    paired rule), or a strictly better test score (a deterministic model); None: the best is the
-    baseline."""
+    """Whether the held-out data confirm the gain: the paired interval's lower bound above 0 (a
+    cost-type objective: the paired test accepts); None: the best is the baseline."""
 
 
 class OptimizeState(JobState):
@@ -65,7 +65,8 @@ class OptimizeState(JobState):
     termination: TerminationReason | None = None
     test: TestReport | None = None
     rule: Rule | None = None
-    """The acceptance rule in force (``auto`` resolved after the baseline) and why."""
+    """The acceptance rule in force (``auto`` resolved after the baseline, then switched to
+    ``paired`` if a reproduction flips) and why."""
     rule_reason: str = ""
     outcomes: dict[str, Outcomes] = {}
     """Paired rule: per-sample outcomes on the selection samples of the best and of the contenders
@@ -76,6 +77,12 @@ class OptimizeState(JobState):
     """Paired rule: the racing contenders' evaluations so far (outputs dropped), until the
     iteration closes."""
     race_round: int = 0
+    reproducing: str | None = None
+    """``auto``'s deterministic rule: the contender it would crown, run once more (with the best)
+    on the selection samples before it is crowned; its iteration's evaluations wait in ``racing``."""
+    rule_switched_at: int | None = None
+    """The iteration at which a reproduction showed a sample flip and ``auto`` switched from the
+    deterministic rule to the paired selection (that iteration and every later one)."""
 
     def candidate(self, candidate_id: str) -> Candidate:
         for c in self.candidates:

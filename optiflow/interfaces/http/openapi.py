@@ -425,7 +425,34 @@ def openapi_document(token_required: bool = False) -> dict[str, Any]:
     api_security: list[dict[str, list[str]]] = [{"bearerAuth": []}] if token_required else [{}]
     limit = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}
     seq = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
-    paths: dict[str, Any] = {
+    paths: dict[str, Any] = {**_probe_paths(), **_job_paths(limit), **_more_paths(limit, seq)}
+    for path, item in paths.items():
+        if path.startswith("/api/"):
+            for operation in item.values():
+                operation["security"] = api_security
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "optiflow",
+            "version": release,
+            "description": "Submit, follow and cancel prompt-optimization jobs. Errors are "
+            '{"error": {"code", "field", "message"}} with stable codes.',
+        },
+        "paths": paths,
+        "components": {
+            "schemas": {**_SCHEMAS, **_job_document_schemas()},
+            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def _json_ok(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"200": _json(schema, description)}
+
+
+def _probe_paths() -> dict[str, Any]:
+    """The open probes and this document."""
+    return {
         "/healthz": {
             "get": {
                 "summary": "liveness (open; ?ready=1 is /readyz)",
@@ -450,6 +477,12 @@ def openapi_document(token_required: bool = False) -> dict[str, Any]:
                 "responses": _responses(_json_ok("the OpenAPI document", {"type": "object"})),
             }
         },
+    }
+
+
+def _job_paths(limit: dict[str, Any]) -> dict[str, Any]:
+    """Listing, submitting and reading jobs."""
+    return {
         "/api/jobs": {
             "get": {
                 "summary": "recent jobs, newest first",
@@ -531,6 +564,12 @@ def openapi_document(token_required: bool = False) -> dict[str, Any]:
                 "responses": _responses(_json_ok("the trials", _ref("JobTrials")), "404", "503"),
             }
         },
+    }
+
+
+def _more_paths(limit: dict[str, Any], seq: dict[str, Any]) -> dict[str, Any]:
+    """A prompt's measures, the model limits, cancelling a job and its event stream."""
+    return {
         "/api/measures": {
             "get": {
                 "summary": "the measure jobs of one prompt and tag, oldest first (a nightly cron's history)",
@@ -597,25 +636,3 @@ def openapi_document(token_required: bool = False) -> dict[str, Any]:
             }
         },
     }
-    for path, item in paths.items():
-        if path.startswith("/api/"):
-            for operation in item.values():
-                operation["security"] = api_security
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "optiflow",
-            "version": release,
-            "description": "Submit, follow and cancel prompt-optimization jobs. Errors are "
-            '{"error": {"code", "field", "message"}} with stable codes.',
-        },
-        "paths": paths,
-        "components": {
-            "schemas": {**_SCHEMAS, **_job_document_schemas()},
-            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
-        },
-    }
-
-
-def _json_ok(description: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"200": _json(schema, description)}

@@ -493,6 +493,11 @@ function renderHead() {
   const bits = job ? [job.kind, `id ${job.id}`, `created ${new Date(job.created_at).toLocaleString()} (${ago(job.created_at)})`] : [];
   if (S.prompt) bits.push(`prompt ${S.prompt.ns}/${S.prompt.key} @ ${S.prompt.tag}`, `model ${S.prompt.model}`);
   $("subtitle").textContent = bits.join(" · ");
+  // an optimize job leads with the selection's own estimate (never a single-run score)
+  const o = S.report && S.report.kind === "optimize" ? S.report : null;
+  const lead = o ? (o.gain_summary || o.headline || "") : "";
+  $("headline").textContent = lead ? `gain: ${lead}` : "";
+  $("headline").hidden = !lead;
   const error = (S.result && S.result.error) || S.error || (job && job.error);
   $("job-error").textContent = error ? `${raw === "cancelled" ? "cancelled" : "error"}: ${error}` : "";
   $("job-error").hidden = !error;
@@ -536,7 +541,7 @@ function renderProgress() {
   $("bar-track").dataset.total = String(total);
   $("count").textContent = label;
   $("counts").textContent = c ? `trials: ${c.completed} completed, ${c.failed} failed, ${c.running} running, ` +
-    `${c.rejected} rejected` + (S.best ? ` · best ${S.best.id} (${score(S.best.score)})` : "") : "";
+    `${c.rejected} rejected` + (S.best ? ` · best ${S.best.id} (raw score ${score(S.best.score)})` : "") : "";
 }
 
 // -- compress: a bar per section --------------------------------------------------------------
@@ -1084,7 +1089,7 @@ function renderBest() {
   // a best the held-out test split did not confirm: the job did not improve, nothing is applied
   const unconfirmed = !!r && id !== baseline && ((r.test && r.test.confirmed === false)
     || String(r.gain_summary || "").startsWith("not confirmed on held-out data"));
-  $("best-note").textContent = `· ${id}${trial ? `, score ${score(trial.score)}` : ""}; against the baseline`
+  $("best-note").textContent = `· ${id}${trial ? `, raw score ${score(trial.score)} (as evaluated)` : ""}; against the baseline`
     + (unconfirmed ? " · not confirmed on held-out data: nothing is applied" : "");
   const items = changes.map((c) => h("div", { class: "best-section", "data-path": c.path },
     h("b", { text: c.path }),
@@ -1111,7 +1116,7 @@ function renderLineage() {
     id = t && t.parents.length ? t.parents[0] : null;
   }
   $("lineage").replaceChildren(...(chain.length ? chain.map(({ id: cid, t }, k) => h("li", {},
-    h("b", { text: cid }), t ? ` · score ${score(t.score)}` : "",
+    h("b", { text: cid }), t ? ` · raw score ${score(t.score)}` : "",
     k === chain.length - 1 ? " · the baseline" : "",
     t && t.rationale && t.rationale !== "baseline" ? h("span", { class: "mute", text: ` · ${t.rationale}` }) : null))
     : [h("li", { class: "mute", text: "no best candidate yet" })]));
@@ -1119,7 +1124,7 @@ function renderLineage() {
   const reason = r ? r.termination_reason : null;
   $("termination").replaceChildren(...(reason ? [h("b", { text: "stopped: " }),
     `${reason.cause}${reason.optimizer_reason ? ` (${reason.optimizer_reason})` : ""} — ${reason.message}`,
-    r.test ? ` · test split: baseline ${score(r.test.baseline.score)}, best ${score(r.test.best.score)}` : "",
+    r.test ? ` · test split raw scores: baseline ${score(r.test.baseline.score)}, best ${score(r.test.best.score)}` : "",
     r.gain_summary ? ` · ${r.gain_summary}` : ""]
     : S.status && !FINISHED.includes(S.status) ? [h("span", { class: "mute", text: "running: no termination yet" })] : []));
 }

@@ -49,7 +49,7 @@ def test_weak_prompt_gains_at_least_30_points_by_llm_rewrite(helpdesk: Optimizat
     assert "filed under" not in body
     assert [o.path for o in h.best_overrides] == [("guidance",)]
     box = summary_box(h)
-    assert "Score:            0.20 → 1.00 (+400.00%)" in box
+    assert "Raw score:        0.20 → 1.00 (+400.00%; as evaluated, not the" in box
     assert "Termination:      no failing sample left" in box
 
 

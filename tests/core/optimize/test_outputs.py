@@ -94,7 +94,7 @@ def test_summary_box_verbosities(h: OptimizationHistory) -> None:
         "Objective:        MAXIMIZE Success rate (higher is better)",
         "Iterations:       5",
         "Best iteration:   3 (c4)",
-        "Score:            0.10 → 0.50 (+400.00%)",
+        "Raw score:        0.10 → 0.50 (+400.00%; as evaluated, not the",
         "Termination:      The optimizer proposed no new candidate",
         "Rejected:         1 duplicate",
         "rules:",

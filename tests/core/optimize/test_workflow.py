@@ -48,7 +48,11 @@ def cfg(rules: str, temperature: float = 0.7) -> dict[str, Any]:
 
 def test_grid_search_walk(spec: OptimizeSpec) -> None:
     run = run_optimize(spec, by_temperature)
-    assert [s.name for s in run.steps] == ["baseline", "iteration-1", "iteration-2"]
+    # auto's deterministic rule crowns c2 only after c2 and the best ran once more and agreed
+    names = ["baseline", "iteration-1", "iteration-1-reproduce", "iteration-2"]
+    assert [s.name for s in run.steps] == names
+    again = run.steps[2].targets
+    assert [(t.experiment.id, t.first_run, t.runs) for t in again] == [("job1-c2", 1, 1), ("job1-c0", 2, 1)]
     baseline = run.steps[0].targets[0]
     assert baseline.experiment.id == "job1-c0"
     assert baseline.experiment.overrides_tag == "opt-job1-c0"
@@ -66,8 +70,10 @@ def test_grid_search_walk(spec: OptimizeSpec) -> None:
     assert h.termination_reason.cause is TerminationCause.EXHAUSTED  # 0.7 is the baseline: never re-run
     assert h.score_improvement == pytest.approx(0.4) and h.score_improvement_percent == pytest.approx(80.0)
     assert [(e.source, e.target) for e in h.lineage().edges] == [("c0", "c1"), ("c0", "c2"), ("c0", "c3")]
-    # 40 as before, + the baseline's second run (acceptance auto: two runs show the model deterministic)
-    assert h.stats.evaluations == 50 and h.stats.steps == 3
+    # 40 as before, + the baseline's second run (acceptance auto: two runs show the model
+    # deterministic), + the reproduction of the crowning (c2 and the baseline, 10 samples each)
+    assert h.stats.evaluations == 70 and h.stats.steps == 4
+    assert h.acceptance_rule_switched_at is None
     assert h.acceptance_rule == "none" and "deterministic" in h.acceptance_rule_reason
     assert h.fixed_factors["model"] == "optiflow/sim"
     assert h.fixed_factors["sections"] == {"intro": "frozen " + PROMPT.section(("intro",)).hash[:12], "style": PROMPT.section(("style",)).hash[:12]}  # fmt: skip
@@ -248,11 +254,13 @@ def test_splits_optimize_on_train_accept_on_validation_report_on_test() -> None:
     opt = ScriptedOptimizer([[overfit, general]])
     run = run_optimize(spec, by_rules_split, optimizer=opt)
     ids = tuple(f"train{i}" for i in range(4)) + tuple(f"val{i}" for i in range(4))
-    assert all(t.sample_ids == ids for s in run.steps[:-1] for t in s.targets if t.first_run == 0)
+    selection = [s for s in run.steps if not s.name.startswith("test")]
+    assert all(t.sample_ids == ids for s in selection for t in s.targets if t.first_run == 0)
     # acceptance auto: the baseline's second run, on the validation samples it decides on
     assert [(t.first_run, t.sample_ids) for t in run.steps[0].targets[1:]] == [(1, ids[4:])]
-    test = run.steps[-1]
-    assert test.name == "test"
+    # the held-out test is the paired test even under auto's deterministic rule: more rounds
+    (test,) = [s for s in run.steps if s.name == "test"]
+    assert run.steps[-1].name.startswith("test")
     assert [t.experiment.id for t in test.targets] == ["job1-test-c0", "job1-test-c2"]
     assert [t.experiment.overrides_tag for t in test.targets] == ["opt-job1-test-c0", "opt-job1-test-c2"]
     assert all(t.sample_ids == tuple(f"test{i}" for i in range(4)) for t in test.targets)
@@ -265,6 +273,7 @@ def test_splits_optimize_on_train_accept_on_validation_report_on_test() -> None:
     assert {f.sample_id for f in c2.failing} == {"train2", "train3"}  # failure analysis on train only
     assert h.test is not None
     assert (h.test.baseline.score, h.test.best.score) == (0.0, 0.5)
+    assert h.test.confirmation is not None and h.test.confirmed is True
 
 
 def test_splits_need_train_and_val() -> None:
@@ -288,7 +297,8 @@ def add_rule(request: RewriteRequest) -> str:
 def test_model_assisted_optimizer_asks_in_a_propose_step_then_evaluates() -> None:
     spec = rewriting_spec(termination={"max_iterations": 3})
     run = run_optimize(spec, by_rules, rewrite=add_rule)
-    assert [s.name for s in run.steps] == ["baseline", "propose-1", "iteration-1", "propose-2", "iteration-2"]
+    names = ["baseline", "propose-1", "iteration-1", "iteration-1-reproduce", "propose-2", "iteration-2"]
+    assert [s.name for s in run.steps][: len(names)] == names
     propose = run.steps[1]
     assert propose.targets == () and len(propose.rewrites) == 2 and propose.size == 2
     r0 = propose.rewrites[0]
