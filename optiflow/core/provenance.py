@@ -38,6 +38,31 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from optiflow.core.base import Frozen
+from optiflow.core.vocabulary import (
+    AUXILIARY,
+    AVOID,
+    EMPHASIS,
+    EXAMPLE_LINE,
+    EXCEPTION,
+    LEADERS,
+    NEGATION,
+    NOT_AFTER_COMMA,
+    NOT_PREFIXED,
+    NUMBER_WORDS,
+    ONLY,
+    ORDERING,
+    ORDERS,
+    PERMIT,
+    PROHIBIT,
+    QUOTES,
+    SEPARATORS,
+    SHOULD,
+    STOPWORDS,
+    STRONG,
+    VERDICT,
+    stem,
+    unit_word,
+)
 
 COMMON = 24
 """A word in more original sentences than this does not vote for a proposal sentence's source."""
@@ -69,72 +94,6 @@ FINDINGS = 50
 """Findings kept (the verdict names the first; the report lists the dropped rules)."""
 
 _TOKEN = re.compile(r"\$\{\w+\}|\d+(?:[.,]\d+)*[\w%'\u2019-]*|[^\W\d_][\w'\u2019-]*|[,;:\"\u201c\u201d()]")
-
-NEGATION = frozenset("not no never none nothing nobody neither cannot without".split())  # noqa: SIM905
-AVOID = frozenset({"avoid", "refrain"})
-"""Negations only as an order ("Avoid jargon", "you must avoid", "try to avoid"), not as a verb
-of a description ("in order to avoid misunderstandings")."""
-_ORDERING = frozenset({"please", "always", "must", "should", "shall", "never", "try"})
-EXCEPTION = frozenset({"except", "unless", "excluding", "besides"})
-ONLY = frozenset({"only", "solely", "exclusively"})
-STRONG = frozenset({"must", "always", "shall", "required", "mandatory", "never"})
-SHOULD = frozenset({"should", "recommended"})
-PERMIT = frozenset({"may", "optional", "optionally", "allowed"})
-EMPHASIS = frozenset({"IMPORTANT", "NOTE", "NEVER", "ALWAYS", "MUST", "NOT", "DO", "ONLY", "OK", "NO", "I"})
-UNITS = frozenset(
-    """second minute hour day week month year percent % word character sentence token line item star
-    time euro dollar pound usd eur gbp kg km cm mb gb kb page paragraph point bullet attempt
-    business working calendar""".split()  # noqa: SIM905
-)
-ORDERS = frozenset(
-    """answer reply respond write use put keep include add give return output classify label
-    choose select mark tag ask tell explain confirm offer escalate refer end start begin format list
-    state name say mention treat apologise apologize check thank send quote cite follow call""".split()  # noqa: SIM905
-)
-"""Instruction verbs: a sentence opening with one (after "please", "always", "then"...) is an order."""
-_NOT_AFTER_COMMA = frozenset({"keep", "note", "thank", "mark", "list", "state", "name"})
-_NOT_PREFIXED = ("under", "unit", "univ", "uniq", "until", "union", "nonethe")
-_PROHIBIT = frozenset({"never", "avoid", "refrain"})
-_AUXILIARY = frozenset({"do", "does", "must", "should", "shall", "may", "can", "need", "to"})
-_VERDICT = frozenset({"is", "are", "as", "be", "label", "answer", "reply", "return", "output", "mark"})
-_LEADERS = frozenset({"please", "always", "also", "then", "finally", "first", "now", "just", "only"})
-_EXAMPLE_LINE = frozenset({"answer", "output", "label", "a", "assistant", "response", "sentiment", "result"})
-NUMBER_WORDS = {
-    w: str(i)
-    for i, w in enumerate(
-        """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen
-        fifteen sixteen seventeen eighteen nineteen twenty""".split()  # noqa: SIM905
-    )
-}
-NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "single": "1"})
-_SEPARATORS = frozenset({",", ";", ":", "and", "or", "but", "while", "whereas", "(", ")"})
-_QUOTES = frozenset({'"', "\u201c", "\u201d"})
-_STOPWORDS = frozenset(
-    """a an the my your our their his her its any some of for to about with on in at by from or and
-    is are was were be been am do does did have has had that this these those it i me we you he she
-    they them us can could would will if so as but how what why when where who which there here than
-    then just also very each every one all into out up down over same other such more most less own
-    both either too s t i'm it's you're let's""".split()  # noqa: SIM905
-)
-
-
-def _unit(word: str) -> str:
-    w = word.lower()
-    if w.endswith("s") and len(w) > 3:
-        w = w[:-1]
-    return w if w in UNITS else ""
-
-
-def _stem(word: str) -> str:
-    """A light stem: "invoices", "invoice" -> "invoic"; "stored", "store" -> "stor"."""
-    w = word.lower()
-    for suffix, repl in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("ly", ""), ("s", "")):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 3 and not w.endswith("ss"):
-            if suffix == "es" and not w.endswith(("sses", "xes", "zes", "ches", "shes")):
-                continue  # "invoices": only the s goes
-            w = w[: len(w) - len(suffix)] + repl
-            break
-    return w[:-1] if len(w) > 4 and w.endswith("e") else w
 
 
 @dataclass(slots=True)
@@ -200,7 +159,7 @@ class Sentence:
 def _label_grams(labels: Sequence[str]) -> dict[tuple[str, ...], str]:
     out: dict[tuple[str, ...], str] = {}
     for lab in labels:
-        toks = tuple(t.lower() for t in _TOKEN.findall(lab) if t not in _SEPARATORS)
+        toks = tuple(t.lower() for t in _TOKEN.findall(lab) if t not in SEPARATORS)
         if 1 <= len(toks) <= 3:
             out[toks] = lab
     return out
@@ -259,6 +218,10 @@ def _chunks(text: str) -> list[str]:
     return out
 
 
+_Kind = tuple[str, str, str, int, str, str]
+"""A token's (kind, lowered, stem or value, modal force, marker key, unit written into it)."""
+
+
 class Reader:
     """Reads sentences of one text pair: each distinct token classified once (a dict lookup per
     token after that), labels matched by their words."""
@@ -275,9 +238,9 @@ class Reader:
     def kind(self, tok: str) -> tuple[str, str, str, int, str, str]:
         """(kind, lowered, stem or value, modal force, marker key, unit written into it) of a token."""
         low = tok.lower()
-        if tok in _QUOTES:
+        if tok in QUOTES:
             return ("quote", low, "", 0, "", "")
-        if low in _SEPARATORS:
+        if low in SEPARATORS:
             return ("sep", low, "", 0, "", "")
         if low in self.single:
             lab = self.single[low]
@@ -296,23 +259,30 @@ class Reader:
             value, rest = tok[:j].rstrip(".,"), tok[j:].lstrip("-")
             if rest and rest.isupper():
                 return ("code", low, tok.upper(), 0, f"code:{tok.upper()}", "")
-            return ("num", low, value, 0, f"num:{value}", _unit(rest) or ("percent" if rest == "%" else ""))
+            return (
+                "num",
+                low,
+                value,
+                0,
+                f"num:{value}",
+                unit_word(rest) or ("percent" if rest == "%" else ""),
+            )
         if low in NUMBER_WORDS:
             return ("numword", low, NUMBER_WORDS[low], 0, f"num:{NUMBER_WORDS[low]}", "")
         force = 3 if low in STRONG else 2 if low in SHOULD else 1 if low in PERMIT else 0
         if low in NEGATION or low.endswith("n't"):
             return ("neg", low, "", force, "neg", "")
         if low in EXCEPTION:
-            return ("exc", low, _stem(low), 0, "exc", "")
+            return ("exc", low, stem(low), 0, "exc", "")
         if low in AVOID:
-            return ("avoid", low, _stem(low), 0, "neg", "")
+            return ("avoid", low, stem(low), 0, "neg", "")
         if low in ONLY:
             return ("only", low, "", 0, "only", "")
-        if low in _STOPWORDS or len(low) < 2:
+        if low in STOPWORDS or len(low) < 2:
             return ("stop", low, "", force, "", "")
-        if len(low) > 6 and low.startswith(("un", "non")) and not low.startswith(_NOT_PREFIXED):
-            return ("word", low, _stem(low), force, "qneg", "")  # "unconfirmed": a negation told in a word
-        return ("word", low, _stem(low), force, "", "")
+        if len(low) > 6 and low.startswith(("un", "non")) and not low.startswith(NOT_PREFIXED):
+            return ("word", low, stem(low), force, "qneg", "")  # "unconfirmed": a negation told in a word
+        return ("word", low, stem(low), force, "", "")
 
     def _label_at(self, kinds: list[tuple[str, str, str, int, str, str]], i: int) -> tuple[str, int]:
         for n in range(min(self.longest, len(kinds) - i), 1, -1):
@@ -327,29 +297,16 @@ class Reader:
         s = Sentence(text=text)
         markers, words = s.markers, s.words
         tokens = _TOKEN.findall(text.replace("\u2019", "'"))
-        cache = self.cache
-        kinds = []
-        for t in tokens:
-            k = cache.get(t)
-            if k is None:
-                k = cache[t] = self.kind(t)
-            kinds.append(k)
+        kinds = self._kinds(tokens)
         bind = any(k[0] == "label" or k[1] in self.first for k in kinds)
-        lead = [k[1] for k in kinds[:5] if k[0] != "quote"]
-        while lead and lead[0] in _LEADERS:
-            lead.pop(0)
-        if lead:
-            example = len(lead) > 1 and lead[1] == ":" and lead[0] in _EXAMPLE_LINE
-            s.lead = lead[0] + ":" if example else " ".join(lead[:2])
-            if lead[0] in ("no", "without"):
-                s.prohibits = True
+        _lead(s, kinds)
         segments: list[tuple[set[str], set[str]]] = [(set(), set())]
         quoted = self.quoted
         n_tok = len(tokens)
         scope = 0  # tokens left in which a content word is governed by a negation
         i = 0
         while i < n_tok:
-            kind, low, value, force, key, inline = kinds[i]
+            kind, low, value, force, key, _inline = kinds[i]
             if kind == "word":
                 if not quoted and force:
                     s.modal.add(force)
@@ -379,15 +336,7 @@ class Reader:
             elif kind == "sep":
                 if tok == "," and i + 1 < n_tok and not s.clause_order:
                     nxt = kinds[i + 1][1]
-                    if nxt in ORDERS and nxt not in (
-                        "keep",
-                        "note",
-                        "thank",
-                        "mark",
-                        "list",
-                        "state",
-                        "name",
-                    ):
+                    if nxt in ORDERS and nxt not in NOT_AFTER_COMMA:
                         s.clause_order = nxt
                 if bind:
                     segments.append((set(), set()))
@@ -403,19 +352,19 @@ class Reader:
                         segments[-1][0].add(value)
                         before = kinds[i - 1][1] if i else ""
                         after = kinds[i + n][1] if i + n < n_tok else ""
-                        if before in _VERDICT or after == ":":
+                        if before in VERDICT or after == ":":
                             s.defines = True
                     else:
                         markers[f"qlabel:{value}"] = value
                     words.add("=" + value.lower())
                     i += n
                     continue
-                if low not in _STOPWORDS and len(low) > 1:
-                    words.add(_stem(low))
+                if low not in STOPWORDS and len(low) > 1:
+                    words.add(stem(low))
             elif kind == "avoid":
                 before = kinds[i - 1][1] if i else ""
                 if not quoted and (
-                    i == 0 or before in _ORDERING or (before == "to" and i > 1 and kinds[i - 2][1] == "try")
+                    i == 0 or before in ORDERING or (before == "to" and i > 1 and kinds[i - 2][1] == "try")
                 ):
                     markers.setdefault(key, tok)
                     scope = 4
@@ -427,25 +376,16 @@ class Reader:
                 if tok[0] != "$":
                     words.add(low)
             elif kind in ("num", "numword"):
-                unit = inline or (_unit(tokens[i + 1]) if i + 1 < n_tok else "")
-                if kind == "numword":
-                    markers.setdefault("q" + key, tok)  # "one" may be a number: it makes one stated
-                if not quoted and (kind == "num" or unit):
-                    markers[key] = tok
-                    if unit:
-                        shown = tok if inline or i + 1 >= n_tok else f"{tok} {tokens[i + 1]}"
-                        markers[f"{key} {unit}"] = shown
-                if kind == "num":
-                    words.add(value)
+                _number(s, tokens, i, kinds[i], quoted=quoted)
             else:  # neg, exc, only
                 if not quoted:
                     markers.setdefault(key, tok)
                     if kind == "neg":
                         before = kinds[i - 1][1] if i else ""
                         if (
-                            low in _PROHIBIT
+                            low in PROHIBIT
                             or low.endswith("n't")
-                            or before in _AUXILIARY
+                            or before in AUXILIARY
                             or before in ORDERS
                             or i == 0
                         ):
@@ -464,6 +404,46 @@ class Reader:
         if bind:
             _bind(s, segments)
         return s
+
+    def _kinds(self, tokens: list[str]) -> list[_Kind]:
+        """Each token's kind tuple (:meth:`kind`), through the reader's cache."""
+        cache = self.cache
+        kinds: list[_Kind] = []
+        for t in tokens:
+            k = cache.get(t)
+            if k is None:
+                k = cache[t] = self.kind(t)
+            kinds.append(k)
+        return kinds
+
+
+def _lead(s: Sentence, kinds: Sequence[_Kind]) -> None:
+    """The sentence's first words past its leaders (an example line's label and colon), and
+    whether it opens with a prohibition ("No …", "Without …")."""
+    lead = [k[1] for k in kinds[:5] if k[0] != "quote"]
+    while lead and lead[0] in LEADERS:
+        lead.pop(0)
+    if lead:
+        example = len(lead) > 1 and lead[1] == ":" and lead[0] in EXAMPLE_LINE
+        s.lead = lead[0] + ":" if example else " ".join(lead[:2])
+        if lead[0] in ("no", "without"):
+            s.prohibits = True
+
+
+def _number(s: Sentence, tokens: Sequence[str], i: int, kind_of: _Kind, *, quoted: bool) -> None:
+    """A number (digits, or a number word with a unit) and its unit, as markers and words."""
+    kind, _low, value, _force, key, inline = kind_of
+    tok, n_tok = tokens[i], len(tokens)
+    unit = inline or (unit_word(tokens[i + 1]) if i + 1 < n_tok else "")
+    if kind == "numword":
+        s.markers.setdefault("q" + key, tok)  # "one" may be a number: it makes one stated
+    if not quoted and (kind == "num" or unit):
+        s.markers[key] = tok
+        if unit:
+            shown = tok if inline or i + 1 >= n_tok else f"{tok} {tokens[i + 1]}"
+            s.markers[f"{key} {unit}"] = shown
+    if kind == "num":
+        s.words.add(value)
 
 
 def _bind(s: Sentence, segments: list[tuple[set[str], set[str]]]) -> None:

@@ -118,6 +118,9 @@ from optiflow.core.model import MAX_SIM_LATENCY_MS
 from optiflow.llm import interrupt
 from optiflow.llm.markers import COMPRESS_MARKER, EXTRACT_MARKER, JUDGE_MARKER, REWRITE_MARKER, SAME_MARKER
 from optiflow.llm.noise import parse_pass_dist, pass_probability, passes, prompt_digest, unit
+from optiflow.llm.simjudge import all_tagged as _all_tagged
+from optiflow.llm.simjudge import judge_reply, same_reply
+from optiflow.llm.simjudge import tagged as _tagged
 from optiflow.llm.tokens import count_tokens
 
 SIM_MODEL = "optiflow/sim"
@@ -367,32 +370,6 @@ def is_rule(sentence: str) -> bool:
     return next(_scan(_RULE_SCAN, sentence), None) is not None
 
 
-def _tagged(text: str, tag: str, *, last: bool = False) -> str | None:
-    """The text between ``<tag>`` and ``</tag>`` (the first closing one; ``last``: the last), by
-    plain string search: a regex ``<tag>(.*?)</tag>`` rescans to the end from every unclosed tag."""
-    opening, closing = f"<{tag}>", f"</{tag}>"
-    i = text.find(opening)
-    if i < 0:
-        return None
-    j = text.rfind(closing) if last else text.find(closing, i + len(opening))
-    if j < i + len(opening):
-        return None
-    return text[i + len(opening) : j]
-
-
-def _all_tagged(text: str, tag: str) -> list[str]:
-    opening, closing = f"<{tag}>", f"</{tag}>"
-    out: list[str] = []
-    i = text.find(opening)
-    while i >= 0:
-        j = text.find(closing, i + len(opening))
-        if j < 0:
-            break
-        out.append(text[i + len(opening) : j])
-        i = text.find(opening, j + len(closing))
-    return out
-
-
 def split_sentences(text: str) -> list[str]:
     """Sentences (split after ``.!?``, at blank lines and before bullets), whitespace collapsed."""
     return [" ".join(s.split()) for s in _SENTENCE_SPLIT.split(text) if s and s.strip()]
@@ -481,44 +458,6 @@ def extract_reply(user: str, drop_pct: float = 25.0) -> str:
     kept = set(plan.kept)
     chosen = [n for n, t in numbered if any(x in kept for x in split_sentences(t))]
     return ", ".join(map(str, chosen)) or (str(numbered[0][0]) if numbered else "")
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.split()).casefold()
-
-
-def judge_reply(user: str) -> str:
-    expected = _tagged(user, "expected")
-    output = _tagged(user, "output", last=True)
-    if expected is None or output is None:
-        return json.dumps({"score": 0.0, "reason": "no <expected> or <output> to compare"})
-    want = _norm(expected)
-    ok = bool(want) and want in _norm(output)
-    reason = "the output contains the expected answer" if ok else "the expected answer is missing"
-    return json.dumps({"score": 1.0 if ok else 0.0, "reason": reason})
-
-
-def same_reply(user: str) -> str:
-    """The faithfulness judge's answer: text B imposes the same instructions as text A when every
-    meaning-bearing word of A (negations, exceptions, only, numbers, codes, placeholders, labels
-    stated outside quotes: :mod:`optiflow.core.provenance`) is in B."""
-    a, b = _tagged(user, "a"), _tagged(user, "b", last=True)
-    if a is None or b is None:
-        return json.dumps({"same": False, "reason": "no <a> or <b> to compare"})
-    missing = sorted(_meaning(a) - _meaning(b))
-    if missing:
-        return json.dumps({"same": False, "reason": f"B lacks {', '.join(missing[:5])}"})
-    return json.dumps({"same": True, "reason": "B keeps every negation, number, code and label of A"})
-
-
-def _meaning(text: str) -> set[str]:
-    from optiflow.core.provenance import Reader, sentences
-
-    reader = Reader(())
-    out: set[str] = set()
-    for t in sentences(text):
-        out.update(k for k in reader.read(t).markers if k in ("neg", "exc", "only") or ":" in k)
-    return {k for k in out if not k.startswith("q")}
 
 
 def _content(message: Mapping[str, Any]) -> str:

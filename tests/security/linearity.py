@@ -57,8 +57,12 @@ class Scale:
     cost a noisier per-megabyte figure than a megabyte more."""
 
 
-QUICK = Scale(start=2048, enough=0.004, budget=2.0)
-"""The suite's scale for each family: seconds for the whole registry."""
+QUICK = Scale(start=2048, enough=0.004, budget=3.0)
+"""The suite's scale for each family: seconds for the whole registry. Its per-megabyte figure is
+read from texts of a few to a few hundred kilobytes, where a call's per-sentence and per-call costs
+weigh more than on the megabyte composite (:data:`DEEP`, which holds the tighter budget): the
+slowest readers measure 2.2-2.6 s per MB here on a quiet machine, and under load two of them
+crossed twice the budget (2.65 and 2.72 s against 2.5) while their growth stayed linear."""
 DEEP = Scale(start=16 * 1024, top=MB, enough=0.04, slack=2.0, budget=1.5)
 """The suite's scale for each reader's composite of all its families (one long text): past the
 caches' sizes a linear reader grows about 8x for 8x its text, so the growth bound is tighter."""

@@ -1,0 +1,71 @@
+"""The words that carry a prompt sentence's meaning, for :mod:`optiflow.core.provenance`:
+negations, exceptions, restrictions, modal force, orders, units and number words, the words that
+lead or separate clauses, and the stop words that carry none (pure data and two word helpers)."""
+
+from __future__ import annotations
+
+NEGATION = frozenset("not no never none nothing nobody neither cannot without".split())  # noqa: SIM905
+AVOID = frozenset({"avoid", "refrain"})
+"""Negations only as an order ("Avoid jargon", "you must avoid", "try to avoid"), not as a verb
+of a description ("in order to avoid misunderstandings")."""
+ORDERING = frozenset({"please", "always", "must", "should", "shall", "never", "try"})
+EXCEPTION = frozenset({"except", "unless", "excluding", "besides"})
+ONLY = frozenset({"only", "solely", "exclusively"})
+STRONG = frozenset({"must", "always", "shall", "required", "mandatory", "never"})
+SHOULD = frozenset({"should", "recommended"})
+PERMIT = frozenset({"may", "optional", "optionally", "allowed"})
+EMPHASIS = frozenset({"IMPORTANT", "NOTE", "NEVER", "ALWAYS", "MUST", "NOT", "DO", "ONLY", "OK", "NO", "I"})
+UNITS = frozenset(
+    """second minute hour day week month year percent % word character sentence token line item star
+    time euro dollar pound usd eur gbp kg km cm mb gb kb page paragraph point bullet attempt
+    business working calendar""".split()  # noqa: SIM905
+)
+ORDERS = frozenset(
+    """answer reply respond write use put keep include add give return output classify label
+    choose select mark tag ask tell explain confirm offer escalate refer end start begin format list
+    state name say mention treat apologise apologize check thank send quote cite follow call""".split()  # noqa: SIM905
+)
+"""Instruction verbs: a sentence opening with one (after "please", "always", "then"...) is an order."""
+NOT_AFTER_COMMA = frozenset({"keep", "note", "thank", "mark", "list", "state", "name"})
+NOT_PREFIXED = ("under", "unit", "univ", "uniq", "until", "union", "nonethe")
+PROHIBIT = frozenset({"never", "avoid", "refrain"})
+AUXILIARY = frozenset({"do", "does", "must", "should", "shall", "may", "can", "need", "to"})
+VERDICT = frozenset({"is", "are", "as", "be", "label", "answer", "reply", "return", "output", "mark"})
+LEADERS = frozenset({"please", "always", "also", "then", "finally", "first", "now", "just", "only"})
+EXAMPLE_LINE = frozenset({"answer", "output", "label", "a", "assistant", "response", "sentiment", "result"})
+NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate(
+        """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen
+        fifteen sixteen seventeen eighteen nineteen twenty""".split()  # noqa: SIM905
+    )
+}
+NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "single": "1"})
+SEPARATORS = frozenset({",", ";", ":", "and", "or", "but", "while", "whereas", "(", ")"})
+QUOTES = frozenset({'"', "\u201c", "\u201d"})
+STOPWORDS = frozenset(
+    """a an the my your our their his her its any some of for to about with on in at by from or and
+    is are was were be been am do does did have has had that this these those it i me we you he she
+    they them us can could would will if so as but how what why when where who which there here than
+    then just also very each every one all into out up down over same other such more most less own
+    both either too s t i'm it's you're let's""".split()  # noqa: SIM905
+)
+
+
+def unit_word(word: str) -> str:
+    w = word.lower()
+    if w.endswith("s") and len(w) > 3:
+        w = w[:-1]
+    return w if w in UNITS else ""
+
+
+def stem(word: str) -> str:
+    """A light stem: "invoices", "invoice" -> "invoic"; "stored", "store" -> "stor"."""
+    w = word.lower()
+    for suffix, repl in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("ly", ""), ("s", "")):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3 and not w.endswith("ss"):
+            if suffix == "es" and not w.endswith(("sses", "xes", "zes", "ches", "shes")):
+                continue  # "invoices": only the s goes
+            w = w[: len(w) - len(suffix)] + repl
+            break
+    return w[:-1] if len(w) > 4 and w.endswith("e") else w
