@@ -41,7 +41,7 @@ import platform
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from multiprocessing import Pool
@@ -191,6 +191,27 @@ def probabilities(
     return base, [p + (1 - p) * g for p in base], rng.randrange(1, last + 1)
 
 
+def drive(
+    spec: OptimizeSpec,
+    evaluate: Callable[[Step], list[EvalResult]],
+    job_id: str,
+    answer: Callable[[Step], tuple[RewriteReply, ...]] = lambda step: (),
+) -> tuple[OptimizationHistory, int]:
+    """The pure optimize workflow as the Celery driver runs it: (its history, evaluations made)."""
+    wf = OptimizeWorkflow(spec, job_id)
+    tr = wf.start()
+    state, action = tr.state, tr.action
+    calls = 0
+    while isinstance(action, Step):
+        evals = evaluate(action)
+        calls += len(evals)
+        tr = wf.advance(state, StepResults(step=action, evals=tuple(evals), rewrites=answer(action)))
+        state, action = tr.state, tr.action
+    assert isinstance(action, Finish), action
+    assert isinstance(action.report, OptimizationHistory)
+    return action.report, calls
+
+
 def run_job(args: tuple[Row, int, int]) -> dict[str, Any]:
     row, seed, index = args
     job = f"{seed}-{row}-{index}"
@@ -237,18 +258,7 @@ def run_job(args: tuple[Row, int, int]) -> dict[str, Any]:
             replies.append(RewriteReply(id=req.id, text=text, prompt_tokens=10, completion_tokens=10))
         return tuple(replies)
 
-    wf = OptimizeWorkflow(spec, f"j{index}")
-    tr = wf.start()
-    state, action = tr.state, tr.action
-    calls = 0
-    while isinstance(action, Step):
-        evals = evaluate(action)
-        calls += len(evals)
-        tr = wf.advance(state, StepResults(step=action, evals=tuple(evals), rewrites=answer(action)))
-        state, action = tr.state, tr.action
-    assert isinstance(action, Finish), action
-    h = action.report
-    assert isinstance(h, OptimizationHistory)
+    h, calls = drive(spec, evaluate, f"j{index}", answer)
     best = None if not h.changed else candidate_of(f"x-{h.best_candidate_id}")
     sel = spec.validation_ids() or spec.trial_ids()
     true_gain = 0.0

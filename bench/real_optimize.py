@@ -30,35 +30,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from optiflow.core.actions import Finish
+from bench.optimize_noise import drive
 from optiflow.core.dataset import Dataset, Sample
 from optiflow.core.evaluation import EvalResult
-from optiflow.core.optimize.report import OptimizationHistory
 from optiflow.core.optimize.spec import OptimizeSpec
-from optiflow.core.optimize.workflow import OptimizeWorkflow
 from optiflow.core.prompt import Prompt, Section
-from optiflow.core.step import Step, StepResults
+from optiflow.core.step import Step
 
 RUNS_FILE = Path(__file__).resolve().parent / "real_runs.json"
 GROUPS = 4
-
-
-def drive(
-    spec: OptimizeSpec, evaluate: Callable[[Step], list[EvalResult]], job_id: str
-) -> tuple[OptimizationHistory, int]:
-    """The pure optimize workflow as the Celery driver runs it: (its history, evaluations made)."""
-    wf = OptimizeWorkflow(spec, job_id)
-    tr = wf.start()
-    state, action = tr.state, tr.action
-    calls = 0
-    while isinstance(action, Step):
-        evals = evaluate(action)
-        calls += len(evals)
-        tr = wf.advance(state, StepResults(step=action, evals=tuple(evals)))
-        state, action = tr.state, tr.action
-    assert isinstance(action, Finish), action
-    assert isinstance(action.report, OptimizationHistory)
-    return action.report, calls
 
 
 def spec_for(ids: Sequence[str], acceptance: Mapping[str, Any]) -> OptimizeSpec:
