@@ -392,17 +392,7 @@ def deterministic_examples() -> list[dict[str, Any]]:
                     replies.append(RewriteReply(id=req.id, text=clean_output(reply.text)))
                 return tuple(replies)
 
-            wf = OptimizeWorkflow(spec, f"det-{name}-{rule}")
-            tr = wf.start()
-            state, action = tr.state, tr.action
-            calls = 0
-            while isinstance(action, Step):
-                evals = evaluate(action)
-                calls += len(evals)
-                tr = wf.advance(state, StepResults(step=action, evals=tuple(evals), rewrites=answer(action)))
-                state, action = tr.state, tr.action
-            assert isinstance(action, Finish) and isinstance(action.report, OptimizationHistory)
-            h = action.report
+            h, calls = drive(spec, evaluate, f"det-{name}-{rule}", answer)
             outcome[rule] = {
                 "rule_used": h.acceptance_rule,
                 "best": h.best_candidate_id,
