@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from optiflow.core.provenance import Reader, sentences
+
 
 def tagged(text: str, tag: str, *, last: bool = False) -> str | None:
     """The text between ``<tag>`` and ``</tag>`` (the first closing one; ``last``: the last), by
@@ -63,8 +65,6 @@ def same_reply(user: str) -> str:
 
 
 def _meaning(text: str) -> set[str]:
-    from optiflow.core.provenance import Reader, sentences
-
     reader = Reader(())
     out: set[str] = set()
     for t in sentences(text):
