@@ -65,6 +65,7 @@ def test_the_simulated_model_with_generation_and_sim_params_is_allowed() -> None
             "check.model.model",
         ),
         (lambda: rewrite(optimizer={"type": "llm_rewrite", "model": OPENAI}), "optimizer.model.model"),
+        (lambda: compress(faithfulness={"judge": {"model": OPENAI}}), "faithfulness.judge.model.model"),
         (lambda: search({"model": ["optiflow/sim", "openai/gpt-4o"]}), "optimizer.space.model"),
         (
             lambda: search({"model": {"choices": ["optiflow/sim", "ollama/llama3"]}}, optimizer="random"),
