@@ -139,7 +139,7 @@ _TABLE = (
     ("compress", "auto", "compress-auto-noisy", ("ablation", "candidates-rounds@1")),
     ("optimize", "strict", "optimize-strict", ("baseline", "iteration", "test")),
     ("optimize", "paired", "optimize-paired", ("baseline", "iteration", "race", "test")),
-    ("optimize", "auto", "optimize-auto", ("baseline", "iteration")),
+    ("optimize", "auto", "optimize-auto", ("baseline", "iteration", "reproduce")),
     ("optimize", "auto", "optimize-auto-noisy", ("race", "test")),
     ("measure", "-", "measure", ("measure",)),
 )
@@ -153,8 +153,8 @@ def _cell(job: str, gate: str, doc: str, step: str) -> Cell:
 
 MATRIX = tuple(_cell(job, gate, doc, step) for job, gate, doc, steps in _TABLE for step in steps)
 """Compress: baseline, ablation, candidates (the strict round; ``candidates-rounds``: the paired
-gate's later rounds), combined, greedy; optimize: baseline, iteration, race rounds, held-out test
-(``strict`` is acceptance ``none``); measure. Under ``auto`` the strict kinds run on the
+gate's later rounds), combined, greedy; optimize: baseline, iteration, race rounds, the
+deterministic rule's reproduction, held-out test (``strict`` is acceptance ``none``); measure. Under ``auto`` the strict kinds run on the
 deterministic model, the paired ones on the noisy model."""
 ROLES = ("eval", "control")
 
@@ -207,6 +207,7 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("propose", r"propose-\d+"),
         ("iteration", r"iteration-\d+"),
         ("race", r"iteration-\d+-round-\d+"),
+        ("reproduce", r"iteration-\d+-reproduce"),
         ("test", r"test(-round-\d+)?"),
         ("measure", r"measure"),
     )
