@@ -5,7 +5,7 @@ is a stop word), a changed number or code, two labels exchanged, and a rule drop
 (issue 31). This module reads both texts sentence by sentence:
 
 1. **Split** the original and the proposal into sentences and clauses
-   (:func:`optiflow.core.compress.extract.pieces`: at ``.!?`` before a capital, at ``;``, at lines).
+   (:mod:`optiflow.core.sentences`: at ``.!?`` before a capital, at ``;``, at lines).
 2. **Align** each proposal sentence with the original sentence(s) it comes from: candidates are
    the original sentences sharing its rarer words, found through an inverted index (a word in more
    than :data:`COMMON` original sentences does not vote), at most :data:`CANDIDATES` per sentence;
@@ -35,9 +35,12 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Literal
 
+from optiflow.core import clauses
 from optiflow.core.base import Frozen
+from optiflow.core.sentences import examples, sentences
 from optiflow.core.vocabulary import (
     AUXILIARY,
     AVOID,
@@ -165,57 +168,8 @@ def _label_grams(labels: Sequence[str]) -> dict[tuple[str, ...], str]:
     return out
 
 
-_END = re.compile(
-    r"\n[ \t]*(?:\n|(?=[-*\u2022][ \t]|\d{1,3}[.)][ \t]))"
-    r"|(?:(?<=[.!?])|(?<=[.!?][\"')\]\u201d]))[ \t\n]+(?![ \t\na-z])|(?<=;)[ \t\n]+(?![ \t\n])"
-)
-MAX_SENTENCE = 1000
-"""A longer run without a sentence end is read in pieces of this many characters (bounded work per
-sentence: a proposal sentence is compared with at most a few original sentences of this size)."""
-MIN_CHARS = 16
-"""A piece shorter than this joins the sentence before it (the next one at the start of the text):
-a fragment is no sentence of its own. It also bounds the work per character on texts of nothing
-but sentence ends (a sentence takes tails only up to :data:`MAX_SENTENCE`: copying it per tail
-stays bounded)."""
-
-
-def sentences(text: str) -> list[str]:
-    """Sentences and clauses: paragraphs and bullets apart, wrapped lines joined, a sentence ending
-    at ``.!?`` (and one closing quote or bracket) before a space and not a lowercase letter, a
-    clause at ``;``; a piece under :data:`MIN_CHARS` joins the next. One regex split whose
-    matches start only at a line break or after a fixed-width lookbehind: linear."""
-    out: list[str] = []
-    pending = ""
-    for raw in _END.split(text):
-        part = " ".join(raw.split())
-        if not part:
-            continue
-        if len(part) < MIN_CHARS and out and not pending and len(out[-1]) < MAX_SENTENCE:
-            out[-1] = f"{out[-1]} {part}"  # a short tail ("else accept.") belongs to the clause before
-            continue
-        pending = f"{pending} {part}" if pending else part
-        if len(pending) >= MIN_CHARS:
-            out.append(pending)
-            pending = ""
-    if pending:
-        out.append(pending)
-    if any(len(t) > MAX_SENTENCE for t in out):
-        out = [c for t in out for c in _chunks(t)]
-    return out
-
-
-def _chunks(text: str) -> list[str]:
-    """``text`` in pieces of at most :data:`MAX_SENTENCE` characters, cut at a space when there is
-    one: every sentence is bounded, so the work per proposal sentence against its sources is."""
-    out: list[str] = []
-    start = 0
-    while len(text) - start > MAX_SENTENCE:
-        cut = text.rfind(" ", start + MAX_SENTENCE // 2, start + MAX_SENTENCE)
-        cut = cut if cut > start else start + MAX_SENTENCE
-        out.append(text[start:cut])
-        start = cut + 1 if text[cut : cut + 1] == " " else cut
-    out.append(text[start:])
-    return out
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text.replace("\u2019", "'"))
 
 
 _Kind = tuple[str, str, str, int, str, str]
@@ -298,7 +252,9 @@ class Reader:
         markers, words = s.markers, s.words
         tokens = _TOKEN.findall(text.replace("\u2019", "'"))
         kinds = self._kinds(tokens)
-        bind = any(k[0] == "label" or k[1] in self.first for k in kinds)
+        bind = any(
+            k[0] == "label" or k[1] in self.first or (k[0] == "code" and k[1][0] != "$") for k in kinds
+        )
         _lead(s, kinds)
         segments: list[tuple[set[str], set[str]]] = [(set(), set())]
         quoted = self.quoted
@@ -375,6 +331,8 @@ class Reader:
                 markers[key] = tok
                 if tok[0] != "$":
                     words.add(low)
+                    if bind and not quoted:
+                        segments[-1][0].add(value)  # a code goes with its condition as a label does
             elif kind in ("num", "numword"):
                 _number(s, tokens, i, kinds[i], quoted=quoted)
             else:  # neg, exc, only
@@ -407,14 +365,13 @@ class Reader:
 
     def _kinds(self, tokens: list[str]) -> list[_Kind]:
         """Each token's kind tuple (:meth:`kind`), through the reader's cache."""
-        cache = self.cache
-        kinds: list[_Kind] = []
-        for t in tokens:
-            k = cache.get(t)
-            if k is None:
-                k = cache[t] = self.kind(t)
-            kinds.append(k)
-        return kinds
+        return [self.cached(t) for t in tokens]
+
+    def cached(self, tok: str) -> _Kind:
+        k = self.cache.get(tok)
+        if k is None:
+            k = self.cache[tok] = self.kind(tok)
+        return k
 
 
 def _lead(s: Sentence, kinds: Sequence[_Kind]) -> None:
@@ -562,14 +519,16 @@ def align(
     return sources, supports
 
 
-def _shares(o: Sentence, p: Sentence, known: set[str]) -> bool:
-    """``p`` keeps at least :data:`MARKER_KEEP` of ``o``'s own words: not the marker itself, not
-    the words ``p``'s sources already give it (``known``). "Fraud tickets: RET-120" against
-    "tickets about returns go to RET-120" shares only "tickets", which its source about fraud
-    has: the code moved, it did not merge."""
+def _shares(o: Sentence, p: Sentence, known: set[str], unique: bool) -> bool:
+    """``p`` keeps at least :data:`MARKER_KEEP` of ``o``'s own words (one of them when the marker
+    is stated nowhere else, ``unique``): not the marker itself, not the words ``p``'s sources
+    already give it (``known``). "Fraud tickets: RET-120" against "tickets about returns go to
+    RET-120" shares only "tickets", which its source about fraud has: the code moved, it did not
+    merge. "The review service (since 2021)" shares "service" with the one sentence stating 2021."""
     marked = {k.split(":", 1)[1].lower() for k in o.markers if ":" in k}
     words = {w for w in o.words if not w.startswith("=") and w not in marked and w not in known}
-    return bool(words) and len(words & p.words) >= MARKER_KEEP * len(words)
+    shared = len(words & p.words)
+    return bool(words) and (shared >= MARKER_KEEP * len(words) or (unique and shared >= 1))
 
 
 def _lost(src: Iterable[Sentence], dst: Iterable[Sentence]) -> list[tuple[str, str]]:
@@ -655,26 +614,24 @@ def _swapped(src: Sequence[Sentence], dst: Sentence) -> str:
         was = bound.get(w)
         if was and len(was) == 1 and not (labs & was):
             (old,) = was
-            return f"swaps labels: {w!r} goes with {sorted(labs)[0]!r} where the original says {old!r}"
+            what = "codes" if any(c.isdigit() for c in old) else "labels"
+            return f"swaps {what}: {w!r} goes with {sorted(labs)[0]!r} where the original says {old!r}"
     return ""
 
 
-def provenance(
-    original: str, proposal: str, labels: Sequence[str] = (), sentence_support: float = 0.0
-) -> tuple[SentenceMap, list[Finding]]:
-    """The sentence map of ``proposal`` against ``original``, and every finding (in order: changed
-    words of kept sentences, unsupported proposal sentences are left to the caller, dropped rules)."""
-    reader = Reader(labels)
-    orig = [reader.read(t) for t in sentences(original)]
-    reader.quoted = False
-    prop = [reader.read(t) for t in sentences(proposal)]
-    sources, supports = align(orig, prop)
+def _join_marked(
+    orig: Sequence[Sentence], prop: Sequence[Sentence], sources: list[tuple[int, ...]], supports: list[float]
+) -> None:
+    """A proposal sentence's number, code or label joins its sources the original sentence that
+    states it, when the proposal sentence shares that sentence's words (:func:`_shares`)."""
     where_marked: dict[str, int] = {}
+    times_marked: dict[str, int] = defaultdict(int)
     for i, o in enumerate(orig):
         for key in o.markers:
             if key.startswith(("num:", "code:", "label:")):
                 where_marked.setdefault(key, i)
-    for j, p in enumerate(prop):  # a number, code or label joins the sentence that states it
+                times_marked[key] += 1
+    for j, p in enumerate(prop):
         have = {k for i in sources[j] for k in orig[i].markers}
         known = {w for i in sources[j] for w in orig[i].words}
         extra = {
@@ -683,13 +640,34 @@ def provenance(
             if k not in have
             and k in where_marked
             and where_marked[k] not in sources[j]
-            and _shares(orig[where_marked[k]], p, known)
+            and _shares(orig[where_marked[k]], p, known, times_marked[k] == 1)
         }
         if extra and sources[j]:
             sources[j] = tuple(sorted({*sources[j], *sorted(extra)[:MARKER_SOURCES]}))
             union = {w for i in sources[j] for w in orig[i].words}
             if p.words:
                 supports[j] = max(supports[j], len(p.words & union) / len(p.words))
+
+
+def provenance(
+    original: str, proposal: str, labels: Sequence[str] = (), sentence_support: float = 0.0
+) -> tuple[SentenceMap, list[Finding]]:
+    """The sentence map of ``proposal`` against ``original``, and every finding (in order: changed
+    words of kept sentences, unsupported proposal sentences are left to the caller, dropped rules)."""
+    reader = Reader(labels)
+    acronyms = cache(lambda: clauses.acronyms(_tokens(original)))
+    orig_texts, prop_texts = examples(sentences(original)), examples(sentences(proposal))
+    orig = [reader.read(t) for t in orig_texts]
+    reader.quoted = False
+    prop = [reader.read(t) for t in prop_texts]
+    for s in (*orig, *prop):
+        if s.text in orig_texts.answers or s.text in prop_texts.answers:
+            s.lead = "answer:"  # an example with its answer: the label is the example's, no rule
+            s.words = {w for w in s.words if not w.startswith("=")}  # its example finds its source
+    orig_clauses = [clauses.read(_tokens(t), reader.cached) for t in orig_texts]
+    prop_clauses = [clauses.read(_tokens(t), reader.cached) for t in prop_texts]
+    sources, supports = align(orig, prop)
+    _join_marked(orig, prop, sources, supports)
     into: list[list[int]] = [[] for _ in orig]
     for j, src in enumerate(sources):
         for i in src:
@@ -707,15 +685,25 @@ def provenance(
             lost_code = any(k.startswith("code:") for k, _ in gone)
             if kind == "code" and not any(c.isdigit() for c in key) and not lost_code:
                 continue  # an acronym of the original's words ("GDPR"): new letters, same thing
+            if kind == "code" and not lost_code and shown.upper() in acronyms():
+                continue  # "2FA" for "two-factor authentication"
             was = next((old for k, old in gone if k.split(":", 1)[0] == kind != "neg"), None)
             if was is not None:
                 what = f"changes {_name(key, was)} to {shown!r}"
             else:
                 what = f"adds {_name(key, shown)}"
             findings.append(Finding("changed", f"{what} {where}"))
-        why = _modal(srcs, [p], lost=False) or _swapped(srcs, p)
+        why = (
+            _modal(srcs, [p], lost=False)
+            or _swapped(srcs, p)
+            or clauses.polarity(prop_clauses[j], [orig_clauses[i] for i in src])
+            or clauses.exception_moved(prop_clauses[j], [orig_clauses[i] for i in src])
+        )
         if why:
             findings.append(Finding("changed", f"{why} {where}"))
+    named = clauses.names_added(prop_clauses, clauses.vocabulary(_tokens(original)))
+    if named:
+        findings.append(Finding("changed", named))
     for i, js in enumerate(into):
         if not js:
             continue

@@ -62,7 +62,16 @@ def unit_word(word: str) -> str:
 def stem(word: str) -> str:
     """A light stem: "invoices", "invoice" -> "invoic"; "stored", "store" -> "stor"."""
     w = word.lower()
-    for suffix, repl in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("ly", ""), ("s", "")):
+    for suffix, repl in (
+        ("ies", "y"),
+        ("ing", ""),
+        ("ed", ""),
+        ("es", ""),
+        ("ly", ""),
+        ("s", ""),
+        ("able", ""),
+        ("ation", ""),
+    ):
         if w.endswith(suffix) and len(w) - len(suffix) >= 3 and not w.endswith("ss"):
             if suffix == "es" and not w.endswith(("sses", "xes", "zes", "ches", "shes")):
                 continue  # "invoices": only the s goes

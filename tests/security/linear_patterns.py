@@ -94,7 +94,7 @@ LINEAR: dict[Key, tuple[str, str | None]] = {
         "provenance (two texts)",
     ),
     (
-        "core.provenance",
+        "core.sentences",
         "_END",
         "\\n[ \\t]*(?:\\n|(?=[-*\\u2022][ \\t]|\\d{1,3}[.)][ \\t]))|(?:(?<=[.!?])|(?<=[.!?][\\\"')\\]\\u201d]))[ \\t\\n]+(?![ \\t\\na-z])|(?<=;)[ \\t\\n]+(?![ \\t\\n])",
     ): (

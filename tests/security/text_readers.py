@@ -26,6 +26,7 @@ import pydantic
 import optiflow.admission
 import optiflow.checking
 import optiflow.core.checks
+import optiflow.core.clauses
 import optiflow.core.compress.extract
 import optiflow.core.compress.rules
 import optiflow.core.faithfulness
@@ -35,6 +36,8 @@ import optiflow.core.prompt
 import optiflow.core.provenance
 import optiflow.core.relevance
 import optiflow.core.sections
+import optiflow.core.sentences
+import optiflow.core.vocabulary
 import optiflow.errors
 import optiflow.files
 import optiflow.interfaces.cli._common
@@ -442,8 +445,15 @@ READERS: Sequence[Reader] = (
         "provenance (two texts)",
         lambda halves: provenance(halves[0], halves[1], ("negative", "positive", "very bad")),
         "section bodies and proposals",
-        (_M.core.provenance,),
+        (_M.core.provenance, _M.core.clauses, _M.core.sentences, _M.core.vocabulary),
         prepare=_halves,
+        corpus=(
+            "Do not share order numbers, addresses or names. ",
+            "Share order numbers, never addresses; ",
+            "Review: \"Great, it broke.\"\nAnswer: negative\n",
+            "Escalate to Legal when a lawyer calls, except about a parking ticket on Mondays. ",
+            "2FA two-factor authentication ",
+        ),
     ),
     Reader(
         "faithfulness.context_for",

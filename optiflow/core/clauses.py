@@ -1,0 +1,243 @@
+"""Clause-level meaning checks of a compression (pure; issue 31): what a sentence-level reading of
+markers misses when a proposal keeps a clause's words and changes what it says.
+
+:mod:`optiflow.core.provenance` maps each proposal sentence to the original sentence(s) it comes
+from. Within such a pair this module reads *clauses* (a sentence cut at ``, ; : ( )``) and finds:
+
+- **polarity**: a proposal clause made mostly of one original clause's words (at least
+  :data:`MIN_SHARED` of them, and at least half of its own) whose negation differs from every
+  original clause it shares as many words with: "do not let the length of a review influence you"
+  → "let a review's length influence you", "They cannot be exchanged for cash" → "can be exchanged
+  for cash", "Only offer free shipping to members" → "Never offer free shipping to members".
+  "not ... unless X" told as "only X" is the same rule; negative verbs (refuse, ignore, avoid)
+  and "few", "rarely" count as negations;
+- **an exception moved**: the words after "except"/"unless" in the proposal are the original's
+  main case and none of its exception ("... a lawyer, except about a parking ticket" → "... a
+  parking ticket, except about a lawyer");
+- **a name added**: a capitalised word inside a sentence ("Fridays", "German") that the original
+  does not have in any form: a day, a language, a country or a team changed;
+- **acronyms**: the initials of the original's consecutive words ("two-factor authentication" →
+  "2FA"), so a proposal's acronym is no new code.
+
+Every step is a bounded number of set operations per token: clause overlaps go through an inverted
+index whose buckets are capped, so the work is linear in the two texts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from optiflow.core.vocabulary import NOT_PREFIXED, NUMBER_WORDS, QUOTES, STOPWORDS, stem
+
+MIN_SHARED = 2
+"""A proposal clause is compared with an original clause when they share at least this many
+content words (and the shared words are at least half of the proposal clause's)."""
+POSTINGS = 24
+"""An original clause list longer than this for one word does not vote (a word in every clause
+tells nothing of where a clause comes from)."""
+NEGATIVE = frozenset(
+    """not no never none nothing nobody neither nor cannot without avoid refrain refuse decline
+    ignore forbid forbidden prohibit prohibited disallow omit skip exclude rarely seldom hardly
+    few""".split()  # noqa: SIM905
+)
+"""Words that make a clause negative for the polarity check (and every ``n't``)."""
+EXCEPT = frozenset({"except", "unless", "excluding", "besides"})
+ONLY = frozenset({"only", "solely", "exclusively"})
+CUT = frozenset({",", ";", ":", "(", ")"})
+CLAUSES = 200
+"""At most this many clauses of a proposal sentence, and of its sources, are compared."""
+ACRONYM = 6
+"""Acronyms of up to this many words are recognised."""
+
+Kind = Callable[[str], tuple[str, str, str, int, str, str]]
+"""A token's (kind, lowered, stem or value, ...) as :class:`optiflow.core.provenance.Reader` reads it."""
+
+
+@dataclass(slots=True)
+class Clause:
+    words: set[str] = field(default_factory=set)
+    negation: str = ""
+    """The first word that makes it negative ("" when none)."""
+    scope: list[str] = field(default_factory=list)
+    """The content words after that negation, in order: the first is the word it governs."""
+    exception: bool = False
+    only: bool = False
+
+
+@dataclass(slots=True)
+class Read:
+    """One sentence read into clauses, its exception and main-case words, and its names."""
+
+    clauses: list[Clause] = field(default_factory=list)
+    excepted: set[str] = field(default_factory=set)
+    main: set[str] = field(default_factory=set)
+    names: dict[str, str] = field(default_factory=dict)
+    """A capitalised word inside the sentence, lowered -> as written."""
+
+
+def read(tokens: Sequence[str], kind: Kind) -> Read:
+    """One sentence's ``tokens`` (as :mod:`optiflow.core.provenance` splits it) in clauses; quoted words
+    are an example's and carry no negation."""
+    out = Read(clauses=[Clause()])
+    quoted, in_exception, start = False, False, True
+    prev = ""
+    for tok in tokens:
+        low = tok.lower()
+        if tok in QUOTES:
+            quoted = not quoted if tok == '"' else tok == "\u201c"
+            start = True
+            continue
+        if low in CUT:
+            out.clauses.append(Clause())
+            if low in (";", ":", "("):
+                start, in_exception = True, False
+            continue
+        clause = out.clauses[-1]
+        if not quoted:
+            if low in NEGATIVE or low.endswith("n't") or _negative_word(low):
+                if not (low == "few" and prev == "a") and not clause.negation:
+                    clause.negation = tok
+                    if low not in NEGATIVE and not low.endswith("n't"):
+                        clause.scope.append(kind(tok)[2])  # "undeliverable": it governs itself
+            elif low in EXCEPT:
+                clause.exception = in_exception = True
+            elif low in ONLY:
+                clause.only = True
+            if not start and tok[0].isupper() and not tok.isupper() and tok.isalpha() and len(tok) >= 3:
+                out.names.setdefault(low, tok)
+        start = False
+        prev = low
+        k = kind(tok)
+        if k[0] in ("word", "exc", "avoid") and low not in STOPWORDS and low not in EXCEPT:
+            clause.words.add(k[2])
+            if clause.negation and not quoted and low not in NEGATIVE:
+                clause.scope.append(k[2])
+            (out.excepted if in_exception else out.main).add(k[2])
+    return out
+
+
+def polarity(proposal: Read, sources: Sequence[Read]) -> str:
+    """A negation of the original that the proposal states un-negated, or one it adds (see the
+    module docstring), as a reason; "" when none."""
+    originals = [c for r in sources for c in r.clauses if c.words][:CLAUSES]
+    mine = [c for c in proposal.clauses if c.words][:CLAUSES]
+    negated = [c for c in mine if c.negation]
+    by_word: dict[str, list[Clause]] = defaultdict(list)
+    for c in mine:
+        for w in c.words:
+            if len(by_word[w]) < POSTINGS:
+                by_word[w].append(c)
+    for o in originals:
+        if not o.negation or not o.scope:
+            continue
+        scope = set(o.scope)
+        for c in by_word.get(o.scope[0], ()):
+            shared = c.words & scope
+            if c.negation or len(shared) < MIN_SHARED or _equivalent(c, o):
+                continue
+            if any(len(n.words & scope) >= MIN_SHARED for n in negated[:POSTINGS]):
+                break  # told negated in another clause of the sentence
+            words = ", ".join(repr(w) for w in sorted(shared)[:3])
+            return f"drops the negation {o.negation!r} of {words}"
+    with_word: dict[str, list[Clause]] = defaultdict(list)
+    for o in originals:
+        for w in o.words:
+            if len(with_word[w]) < POSTINGS:
+                with_word[w].append(o)
+    for c in negated:
+        if not c.scope:
+            continue
+        scope = set(c.scope)
+        matches = [o for o in with_word.get(c.scope[0], ()) if len(o.words & scope) >= MIN_SHARED]
+        if matches and not any(o.negation or _equivalent(c, o) for o in matches):
+            words = ", ".join(repr(w) for w in sorted(matches[0].words & scope)[:3])
+            return f"adds the negation {c.negation!r} to {words}"
+    return ""
+
+
+def _equivalent(p: Clause, o: Clause) -> bool:
+    """ "do not ... unless X" and "only X": one rule told two ways."""
+    return (p.only and bool(o.negation) and o.exception) or (o.only and bool(p.negation) and p.exception)
+
+
+def _negative_word(low: str) -> bool:
+    """A negation told in one word: "undeliverable", "unconfirmed", "non-refundable"."""
+    return len(low) > 6 and low.startswith(("un", "non")) and not low.startswith(NOT_PREFIXED)
+
+
+def exception_moved(proposal: Read, sources: Sequence[Read]) -> str:
+    """The proposal's exception words are the original's main case and none of its exception."""
+    if not proposal.excepted:
+        return ""
+    excepted: set[str] = set()
+    main: set[str] = set()
+    for r in sources:
+        excepted |= r.excepted
+        main |= r.main
+    if proposal.excepted & excepted:
+        return ""
+    moved = sorted((proposal.excepted & main) - excepted)
+    if not moved:
+        return ""
+    return (
+        f"makes {', '.join(repr(w) for w in moved[:3])} the exception, where the original makes it the rule"
+    )
+
+
+def vocabulary(tokens: Iterable[str]) -> tuple[set[str], set[str]]:
+    """The original's words in any form: lowered and stemmed, and five-letter prefixes."""
+    words: set[str] = set()
+    for tok in tokens:
+        low = tok.lower().removesuffix("'s")
+        words.add(low)
+        words.add(stem(low))
+    return words, {w[:5] for w in words if len(w) >= 5}
+
+
+def names_added(proposal: Iterable[Read], original: tuple[set[str], set[str]]) -> str:
+    """A capitalised word inside a proposal sentence that the original has in no form."""
+    words, prefixes = original
+    for r in proposal:
+        for low, shown in r.names.items():
+            base = low.removesuffix("'s")
+            if base in words or stem(base) in words or (len(base) >= 5 and base[:5] in prefixes):
+                continue
+            return f"adds the name {shown!r}"
+    return ""
+
+
+def acronyms(tokens: Iterable[str]) -> set[str]:
+    """The initials of every run of up to :data:`ACRONYM` consecutive words (number words as
+    digits, hyphenated words apart): "two-factor authentication" gives "2FA"."""
+    initials: list[str] = []
+    for tok in tokens:
+        for part in tok.split("-"):
+            if not part or not (part[0].isalnum()):
+                continue
+            low = part.lower()
+            if low in NUMBER_WORDS:
+                initials.append(NUMBER_WORDS[low])
+            elif part[0].isdigit():
+                initials.append("".join(ch for ch in part if ch.isdigit())[:3])
+            else:
+                initials.append(part[0].upper())
+    out: set[str] = set()
+    for i in range(len(initials)):
+        for n in range(2, ACRONYM + 1):
+            if i + n <= len(initials):
+                out.add("".join(initials[i : i + n]))
+    return out
+
+
+__all__ = [
+    "Clause",
+    "Read",
+    "acronyms",
+    "exception_moved",
+    "names_added",
+    "polarity",
+    "read",
+    "vocabulary",
+]
