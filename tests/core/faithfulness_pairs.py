@@ -39,8 +39,12 @@ class Pair:
     original: str | None = None
 
 
+FILES = ("faithfulness_pairs.jsonl", "faithfulness_pairs_held_out_3.jsonl")
+"""The suite, and held-out-3: written and labelled by a session that had not read the check."""
+
+
 def pairs() -> tuple[Pair, ...]:
-    lines = (HERE / "faithfulness_pairs.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = [line for name in FILES for line in (HERE / name).read_text(encoding="utf-8").splitlines()]
     return tuple(Pair(**json.loads(line)) for line in lines if line.strip())
 
 

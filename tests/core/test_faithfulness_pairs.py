@@ -26,6 +26,7 @@ PAIRS = pairs()
 TUNE = tuple(p for p in PAIRS if p.split == "tune")
 HELD_OUT = tuple(p for p in PAIRS if p.split == "held-out")
 HELD_OUT_2 = tuple(p for p in PAIRS if p.split == "held-out-2")
+HELD_OUT_3 = tuple(p for p in PAIRS if p.split == "held-out-3")
 ISSUE_KINDS = (
     "negation dropped",
     "negation added",
@@ -70,7 +71,9 @@ def test_accuracy_on_each_half() -> None:
     tune = _report("tune", TUNE)
     held = _report("held-out", HELD_OUT)
     fresh = _report("held-out-2 (written after the check was frozen)", HELD_OUT_2)
+    third = _report("held-out-3 (written by a session that never read the check)", HELD_OUT_3)
     assert accuracy(fresh) >= 0.79
+    assert accuracy(third) >= 0.80
     assert accuracy(tune) >= 0.86
     assert accuracy(held) >= 0.91
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
