@@ -46,6 +46,21 @@ NEGATIVE = frozenset(
 EXCEPT = frozenset({"except", "unless", "excluding", "besides"})
 ONLY = frozenset({"only", "solely", "exclusively"})
 CUT = frozenset({",", ";", ":", "(", ")"})
+STRONG = frozenset({"must", "always", "never", "shall", "required", "mandatory"})
+REFUSE = frozenset("refuse decline ignore omit skip exclude forbid prohibit reject withhold".split())  # noqa: SIM905
+"""Verbs that tell a negation: "Do not enter" is "Stay out"; "do not answer" is "decline"."""
+HEDGES = frozenset(
+    """try usually ideally preferably possible generally normally typically sometimes occasionally might
+    could""".split()  # noqa: SIM905
+)
+"""Words that soften an order: a proposal using one where the original obliges weakens it."""
+LESS = frozenset(
+    """below under less fewer lower shorter younger earlier before within < <= ≤ maximum""".split()  # noqa: SIM905
+)
+MORE = frozenset(
+    """above over more greater higher longer older later after exceed exceeds > >= ≥ minimum""".split()  # noqa: SIM905
+)
+"""Comparison words by direction ("at most" / "at least" too); "not more than" is "at most"."""
 CLAUSES = 200
 """At most this many clauses of a proposal sentence, and of its sources, are compared."""
 ACRONYM = 6
@@ -64,6 +79,12 @@ class Clause:
     """The content words after that negation, in order: the first is the word it governs."""
     exception: bool = False
     only: bool = False
+    direction: str = ""
+    """A comparison it states: "<" (below, under, at most, within, not more than) or ">"."""
+    compared: str = ""
+    """The comparison as written."""
+    flipped: bool = False
+    """A negation before the comparison turns it round ("not more than": "<")."""
 
 
 @dataclass(slots=True)
@@ -75,6 +96,12 @@ class Read:
     main: set[str] = field(default_factory=set)
     names: dict[str, str] = field(default_factory=dict)
     """A capitalised word inside the sentence, lowered -> as written."""
+    strong: str = ""
+    """Its first word of obligation (must, always, never...)."""
+    hedges: set[str] = field(default_factory=set)
+    """Its words that soften an order (try, usually, where possible...)."""
+    refuses: str = ""
+    """A verb that tells a negation ("refuse", "decline", "stay out", "keep away")."""
 
 
 def read(tokens: Sequence[str], kind: Kind) -> Read:
@@ -96,6 +123,7 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
             continue
         clause = out.clauses[-1]
         if not quoted:
+            _modal(out, clause, tok, low, prev)
             if low in NEGATIVE or low.endswith("n't") or _negative_word(low):
                 if not (low == "few" and prev == "a") and not clause.negation:
                     clause.negation = tok
@@ -118,6 +146,70 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
     return out
 
 
+def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str) -> None:
+    """Obligation, softening and comparison words of one token (not quoted)."""
+    if (low in REFUSE or (low in ("out", "away") and prev in ("stay", "keep"))) and not out.refuses:
+        out.refuses = tok
+    if low in STRONG and not out.strong:
+        out.strong = tok
+    elif low in HEDGES:
+        out.hedges.add(low)
+    more = low in MORE or (low == "least" and prev == "at")
+    less = low in LESS or (low == "most" and prev == "at")
+    if (more or less) and not clause.direction:
+        clause.direction, clause.compared = ("<" if less else ">"), tok
+        clause.flipped = bool(clause.negation)
+
+
+def _effective(c: Clause) -> str:
+    """The comparison's direction with a negation before it applied: "never more than 25 kg" and
+    "at most 25 kg" both say "<" (a negation after it is the predicate's: "bought more than 30
+    days ago cannot be returned" still compares with ">")."""
+    if not c.direction:
+        return ""
+    return c.direction if not c.flipped else ("<" if c.direction == ">" else ">")
+
+
+def traded(original: Read, made: Sequence[Read]) -> bool:
+    """A negation of ``original`` told by turning its comparison round ("Never carry more than
+    25 kg" -> "Carry at most 25 kg"): not a negation lost."""
+    turned = {_effective(c) for c in original.clauses if c.flipped}
+    return any(_effective(c) in turned for m in made for c in m.clauses if c.direction and not c.flipped)
+
+
+def weakened(proposal: Read, sources: Sequence[Read]) -> str:
+    """The proposal softens an obligation of its sources ("must never ask" -> "try to avoid
+    asking"; "always choose" -> "usually choose")."""
+    if not proposal.hedges or proposal.strong:
+        return ""
+    strong = next((r.strong for r in sources if r.strong), "")
+    had: set[str] = set()
+    for r in sources:
+        had |= r.hedges
+    new = sorted(proposal.hedges - had)
+    return f"weakens {strong!r} to {new[0]!r}" if strong and new else ""
+
+
+def direction(proposal: Read, sources: Sequence[Read]) -> str:
+    """A comparison of the proposal that points the other way from the original clause it is
+    made of ("below" -> ">", "within 14 days" -> "after 14 days")."""
+    originals = [c for r in sources for c in r.clauses if c.direction][:CLAUSES]
+    for c in proposal.clauses:
+        if not c.direction or len(c.words) < 1:
+            continue
+        best, tied = 0, []
+        for o in originals:
+            n = len(c.words & o.words)
+            if n > best:
+                best, tied = n, [o]
+            elif n == best and n:
+                tied.append(o)
+        mine = _effective(c)
+        if best >= min(MIN_SHARED, len(c.words)) and tied and all(_effective(o) != mine for o in tied):
+            return f"changes the comparison {tied[0].compared!r} to {c.compared!r}"
+    return ""
+
+
 def polarity(proposal: Read, sources: Sequence[Read]) -> str:
     """A negation of the original that the proposal states un-negated, or one it adds (see the
     module docstring), as a reason; "" when none."""
@@ -135,7 +227,7 @@ def polarity(proposal: Read, sources: Sequence[Read]) -> str:
         scope = set(o.scope)
         for c in by_word.get(o.scope[0], ()):
             shared = c.words & scope
-            if c.negation or len(shared) < MIN_SHARED or _equivalent(c, o):
+            if c.negation or len(shared) < MIN_SHARED or _equivalent(c, o) or _turned(c, o):
                 continue
             if any(len(n.words & scope) >= MIN_SHARED for n in negated[:POSTINGS]):
                 break  # told negated in another clause of the sentence
@@ -150,8 +242,8 @@ def polarity(proposal: Read, sources: Sequence[Read]) -> str:
         if not c.scope:
             continue
         scope = set(c.scope)
-        matches = [o for o in with_word.get(c.scope[0], ()) if len(o.words & scope) >= MIN_SHARED]
-        if matches and not any(o.negation or _equivalent(c, o) for o in matches):
+        matches = [o for o in with_word.get(c.scope[0], ()) if len(o.words & c.words) >= MIN_SHARED]
+        if matches and not any(o.negation or _equivalent(c, o) or _turned(c, o) for o in matches):
             words = ", ".join(repr(w) for w in sorted(matches[0].words & scope)[:3])
             return f"adds the negation {c.negation!r} to {words}"
     return ""
@@ -160,6 +252,11 @@ def polarity(proposal: Read, sources: Sequence[Read]) -> str:
 def _equivalent(p: Clause, o: Clause) -> bool:
     """ "do not ... unless X" and "only X": one rule told two ways."""
     return (p.only and bool(o.negation) and o.exception) or (o.only and bool(p.negation) and p.exception)
+
+
+def _turned(p: Clause, o: Clause) -> bool:
+    """One negation for another way round of the same comparison."""
+    return (p.flipped or o.flipped) and bool(p.direction and o.direction) and _effective(p) == _effective(o)
 
 
 def _negative_word(low: str) -> bool:
@@ -235,9 +332,12 @@ __all__ = [
     "Clause",
     "Read",
     "acronyms",
+    "direction",
     "exception_moved",
     "names_added",
     "polarity",
     "read",
+    "traded",
     "vocabulary",
+    "weakened",
 ]

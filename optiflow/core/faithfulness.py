@@ -18,10 +18,13 @@ A proposal is refused, in this order, when it:
 5. says something else: the share of its content words found in the original, each weighted by
    its rarity (IDF over the prompt's sections and the dataset's inputs), is below
    :data:`SUPPORT_THRESHOLD`;
-6. read sentence by sentence (:mod:`optiflow.core.provenance`, issue 31), changes what a kept
-   sentence means: it loses or changes a negation, an exception, "only", the modal force, a
-   number or its unit, a code, a placeholder or a label, adds one, or swaps which label goes
-   with which condition — the reason names it and the sentence;
+6. read sentence by sentence (:mod:`optiflow.core.provenance`, issue 31) and clause by clause
+   (:mod:`optiflow.core.clauses`), changes what a kept sentence means: it loses or changes a
+   negation, an exception, "only", the modal force, a number or its unit, a code, a placeholder
+   or a label, adds one, swaps which label or code goes with which condition, states a clause's
+   words without their negation (or with one they lacked), turns a comparison round, softens an
+   obligation ("must" -> "try to"), makes an exception the rule, or adds a name ("Mondays" ->
+   "Fridays") — the reason names it and the sentence;
 7. has a sentence less than :data:`SENTENCE_SUPPORT` of which is in the original sentence(s) it
    comes from;
 8. drops a sentence that carries a rule (a prohibition, an order, an obligation, a number, a code,

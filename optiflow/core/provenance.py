@@ -44,6 +44,7 @@ from optiflow.core.sentences import examples, sentences
 from optiflow.core.vocabulary import (
     AUXILIARY,
     AVOID,
+    CONDITIONAL,
     EMPHASIS,
     EXAMPLE_LINE,
     EXCEPTION,
@@ -96,7 +97,10 @@ MAP_LIMIT = 100
 FINDINGS = 50
 """Findings kept (the verdict names the first; the report lists the dropped rules)."""
 
-_TOKEN = re.compile(r"\$\{\w+\}|\d+(?:[.,]\d+)*[\w%'\u2019-]*|[^\W\d_][\w'\u2019-]*|[,;:\"\u201c\u201d()]")
+_TOKEN = re.compile(
+    r"\$\{\w+\}|\d+(?:[.,]\d+)*[\w%'\u2019-]*|[^\W\d_][\w'\u2019-]*|[,;:\"\u201c\u201d()\u2264\u2265]|[<>]=?"
+)
+_ARROWS = str.maketrans({"\u2192": ":", "\u2019": "'"})
 
 
 @dataclass(slots=True)
@@ -152,6 +156,8 @@ class Sentence:
                     return self.markers[key]
         if order:
             return verb
+        if self.lead.split(" ", 1)[0] in CONDITIONAL:
+            return self.lead.split(" ", 1)[0]  # "If several apply, the first one wins"
         if self.defines and not self.lead.endswith(":"):
             for key, shown in self.markers.items():
                 if key.startswith("label:"):
@@ -169,9 +175,13 @@ def _label_grams(labels: Sequence[str]) -> dict[tuple[str, ...], str]:
 
 
 def _tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text.replace("\u2019", "'"))
+    """The words, numbers, placeholders and punctuation of ``text``; an arrow ("->", "=>", "→")
+    reads as the colon it stands for, not as "greater than"."""
+    return _TOKEN.findall(text.replace("->", ":").replace("=>", ":").translate(_ARROWS))
 
 
+_MAY_BE = frozenset({"be", "have"})
+"""After "may": a possibility ("may be read later"), not a permission."""
 _Kind = tuple[str, str, str, int, str, str]
 """A token's (kind, lowered, stem or value, modal force, marker key, unit written into it)."""
 
@@ -194,6 +204,8 @@ class Reader:
         low = tok.lower()
         if tok in QUOTES:
             return ("quote", low, "", 0, "", "")
+        if tok[0] in "<>\u2264\u2265":
+            return ("stop", low, "", 0, "", "")  # a comparison: its direction is read by clauses
         if low in SEPARATORS:
             return ("sep", low, "", 0, "", "")
         if low in self.single:
@@ -250,7 +262,7 @@ class Reader:
         runs on into the next sentence)."""
         s = Sentence(text=text)
         markers, words = s.markers, s.words
-        tokens = _TOKEN.findall(text.replace("\u2019", "'"))
+        tokens = _tokens(text)
         kinds = self._kinds(tokens)
         bind = any(
             k[0] == "label" or k[1] in self.first or (k[0] == "code" and k[1][0] != "$") for k in kinds
@@ -264,7 +276,7 @@ class Reader:
         while i < n_tok:
             kind, low, value, force, key, _inline = kinds[i]
             if kind == "word":
-                if not quoted and force:
+                if not quoted and force and not (force == 1 and i + 1 < n_tok and kinds[i + 1][1] in _MAY_BE):
                     s.modal.add(force)
                     markers.setdefault("modal", tokens[i])
                 if key:
@@ -537,13 +549,12 @@ def _lost(src: Iterable[Sentence], dst: Iterable[Sentence]) -> list[tuple[str, s
     have: set[str] = set()
     for d in dst:
         have.update(d.markers)
-    scoped = bool(have & _SCOPE) or "qneg" in have
     out: list[tuple[str, str]] = []
     for s in src:
         for key, shown in s.markers.items():
             if key in have or key == "modal" or key.startswith("q"):
                 continue
-            if key in _SCOPE and scoped:
+            if key in _SCOPE and _excused(key, have):
                 continue  # "not ... unless" told as "only ...": one scope word for another
             if key.startswith(("label:", "num:")) and " " not in key and "q" + key in have:
                 continue  # stated in quotes (an example answer), or as a word ("five to seven")
@@ -552,6 +563,16 @@ def _lost(src: Iterable[Sentence], dst: Iterable[Sentence]) -> list[tuple[str, s
 
 
 _SCOPE = frozenset({"neg", "exc", "only"})
+
+
+def _excused(key: str, have: set[str]) -> bool:
+    """A scope word lost for another that tells the same rule: "never X unless Y" is "X only if
+    Y" (a negation or an exception for "only", "only" for either, "unconfirmed" for "not")."""
+    if key == "exc":
+        return "only" in have
+    if key == "neg":
+        return "only" in have or "qneg" in have
+    return "neg" in have or "exc" in have
 
 
 _WHAT = {"neg": "the negation", "exc": "the exception", "only": "the restriction"}
@@ -698,6 +719,8 @@ def provenance(
             or _swapped(srcs, p)
             or clauses.polarity(prop_clauses[j], [orig_clauses[i] for i in src])
             or clauses.exception_moved(prop_clauses[j], [orig_clauses[i] for i in src])
+            or clauses.direction(prop_clauses[j], [orig_clauses[i] for i in src])
+            or clauses.weakened(prop_clauses[j], [orig_clauses[i] for i in src])
         )
         if why:
             findings.append(Finding("changed", f"{why} {where}"))
@@ -713,8 +736,13 @@ def provenance(
         for key, shown in _lost([o], made):
             if key.startswith("label:") and not ruled:
                 continue  # a label as a word of a description ("many negative reviews")
-            if key in _SCOPE and not (ruled or o.prohibits):
+            if key in ("neg", "only") and not (ruled or o.prohibits):
                 continue  # "an order that has not shipped has no invoice", told another way
+            if key == "neg" and (
+                clauses.traded(orig_clauses[i], [prop_clauses[j] for j in js])
+                or any(prop_clauses[j].refuses and not orig_clauses[i].refuses for j in js)
+            ):
+                continue  # "never more than" told as "at most", "do not enter" as "stay out"
             findings.append(Finding("changed", f"drops {_name(key, shown)} of {_short(o.text)!r}"))
         why = _modal([o], made, lost=True) or (_negation_moved(o, made) if STRICT_NEGATION else "")
         if why:

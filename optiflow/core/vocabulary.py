@@ -10,6 +10,8 @@ AVOID = frozenset({"avoid", "refrain"})
 of a description ("in order to avoid misunderstandings")."""
 ORDERING = frozenset({"please", "always", "must", "should", "shall", "never", "try"})
 EXCEPTION = frozenset({"except", "unless", "excluding", "besides"})
+CONDITIONAL = frozenset({"if", "whenever"})
+"""A sentence opening with one states a rule ("If several apply, the first wins")."""
 ONLY = frozenset({"only", "solely", "exclusively"})
 STRONG = frozenset({"must", "always", "shall", "required", "mandatory", "never"})
 SHOULD = frozenset({"should", "recommended"})

@@ -450,7 +450,7 @@ READERS: Sequence[Reader] = (
         corpus=(
             "Do not share order numbers, addresses or names. ",
             "Share order numbers, never addresses; ",
-            "Review: \"Great, it broke.\"\nAnswer: negative\n",
+            'Review: "Great, it broke."\nAnswer: negative\n',
             "Escalate to Legal when a lawyer calls, except about a parking ticket on Mondays. ",
             "2FA two-factor authentication ",
         ),
