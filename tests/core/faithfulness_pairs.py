@@ -39,8 +39,13 @@ class Pair:
     original: str | None = None
 
 
-FILES = ("faithfulness_pairs.jsonl", "faithfulness_pairs_held_out_3.jsonl")
-"""The suite, and held-out-3: written and labelled by a session that had not read the check."""
+FILES = (
+    "faithfulness_pairs.jsonl",
+    "faithfulness_pairs_held_out_3.jsonl",
+    "faithfulness_pairs_held_out_4.jsonl",
+)
+"""The suite, and held-out-3 and -4: each written and labelled by a session that had not read the
+check (nor, for -4, the earlier pairs), committed before the check first ran on it."""
 
 
 def pairs() -> tuple[Pair, ...]:
