@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from optiflow.core.vocabulary import NOT_PREFIXED, NUMBER_WORDS, QUOTES, STOPWORDS, stem
+from optiflow.core.vocabulary import NOT_PREFIXED, NUMBER_WORDS, QUOTES, STOPWORDS, stem, unit_word
 
 MIN_SHARED = 2
 """A proposal clause is compared with an original clause when they share at least this many
@@ -43,11 +43,16 @@ NEGATIVE = frozenset(
     few""".split()  # noqa: SIM905
 )
 """Words that make a clause negative for the polarity check (and every ``n't``)."""
+PURE = frozenset("not no never none nothing nobody neither nor cannot without".split())  # noqa: SIM905
+"""The negations that cancel in pairs ("not ... without"); a negative verb does not."""
 EXCEPT = frozenset({"except", "unless", "excluding", "besides"})
 ONLY = frozenset({"only", "solely", "exclusively"})
 CUT = frozenset({",", ";", ":", "(", ")"})
 STRONG = frozenset({"must", "always", "never", "shall", "required", "mandatory"})
-REFUSE = frozenset("refuse decline ignore omit skip exclude forbid prohibit reject withhold".split())  # noqa: SIM905
+REFUSE = frozenset(
+    """refuse decline ignore omit skip exclude forbid prohibit reject withhold off-limits forbidden
+    prohibited banned disallowed""".split()  # noqa: SIM905
+)
 """Verbs that tell a negation: "Do not enter" is "Stay out"; "do not answer" is "decline"."""
 HEDGES = frozenset(
     """try usually ideally preferably possible generally normally typically sometimes occasionally might
@@ -77,6 +82,8 @@ class Clause:
     """The first word that makes it negative ("" when none)."""
     scope: list[str] = field(default_factory=list)
     """The content words after that negation, in order: the first is the word it governs."""
+    negations: int = 0
+    """How many negations it states: two ("not ... without") say something positive."""
     exception: bool = False
     only: bool = False
     direction: str = ""
@@ -84,7 +91,10 @@ class Clause:
     compared: str = ""
     """The comparison as written."""
     flipped: bool = False
-    """A negation before the comparison turns it round ("not more than": "<")."""
+    """A negation just before the comparison turns it round ("not more than": "<")."""
+    quantity: bool = False
+    """It states a number, an amount or a named threshold ("12", "$10,000", "risk_tolerance"): a
+    comparison is a threshold only then ("more than enough" is none)."""
 
 
 @dataclass(slots=True)
@@ -98,6 +108,8 @@ class Read:
     """A capitalised word inside the sentence, lowered -> as written."""
     strong: str = ""
     """Its first word of obligation (must, always, never...)."""
+    units: dict[str, str] = field(default_factory=dict)
+    """Its units of time or measure, as :func:`optiflow.core.vocabulary.unit_word` names them."""
     hedges: set[str] = field(default_factory=set)
     """Its words that soften an order (try, usually, where possible...)."""
     refuses: str = ""
@@ -119,12 +131,15 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
         if low in CUT:
             out.clauses.append(Clause())
             if low in (";", ":", "("):
-                start, in_exception = True, False
+                start, in_exception = low != ":", False  # a heading's colon: a name may follow it
             continue
         clause = out.clauses[-1]
+        if tok[0].isdigit() or "_" in tok or tok[0] == "$" or low in NUMBER_WORDS:
+            clause.quantity = True
         if not quoted:
             _modal(out, clause, tok, low, prev)
             if low in NEGATIVE or low.endswith("n't") or _negative_word(low):
+                clause.negations += low in PURE or low.endswith("n't")  # "decline" is no second "not"
                 if not (low == "few" and prev == "a") and not clause.negation:
                     clause.negation = tok
                     if low not in NEGATIVE and not low.endswith("n't"):
@@ -148,6 +163,9 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
 
 def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str) -> None:
     """Obligation, softening and comparison words of one token (not quoted)."""
+    unit = unit_word(low) if len(low) > 1 else ""
+    if unit and unit not in _NOT_UNITS:
+        out.units.setdefault(unit, tok)
     if (low in REFUSE or (low in ("out", "away") and prev in ("stay", "keep"))) and not out.refuses:
         out.refuses = tok
     if low in STRONG and not out.strong:
@@ -158,7 +176,9 @@ def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str) -> None:
     less = low in LESS or (low == "most" and prev == "at")
     if (more or less) and not clause.direction:
         clause.direction, clause.compared = ("<" if less else ">"), tok
-        clause.flipped = bool(clause.negation)
+        clause.flipped = (
+            bool(clause.negation) and len(clause.scope) <= 2
+        )  # "not more than", "do not accept more than 12"
 
 
 def _effective(c: Clause) -> str:
@@ -167,14 +187,41 @@ def _effective(c: Clause) -> str:
     days ago cannot be returned" still compares with ">")."""
     if not c.direction:
         return ""
-    return c.direction if not c.flipped else ("<" if c.direction == ">" else ">")
+    return c.direction if not _flips(c) else ("<" if c.direction == ">" else ">")
+
+
+def _flips(c: Clause) -> bool:
+    """A negation before the comparison, not cancelled by a second one ("do not process transfers
+    above $10,000 without approval" still compares with ">")."""
+    return c.flipped and c.negations % 2 == 1
 
 
 def traded(original: Read, made: Sequence[Read]) -> bool:
     """A negation of ``original`` told by turning its comparison round ("Never carry more than
     25 kg" -> "Carry at most 25 kg"): not a negation lost."""
-    turned = {_effective(c) for c in original.clauses if c.flipped}
-    return any(_effective(c) in turned for m in made for c in m.clauses if c.direction and not c.flipped)
+    turned = {_effective(c) for c in original.clauses if _flips(c)}
+    return any(_effective(c) in turned for m in made for c in m.clauses if c.direction and not _flips(c))
+
+
+_NOT_UNITS = frozenset(
+    "item line point time page word character sentence business working calendar star bullet attempt".split()  # noqa: SIM905
+)
+"""Units that are also common words, or qualify another unit ("business days")."""
+
+
+def units_changed(proposal: Read, sources: Sequence[Read]) -> str:
+    """A unit the proposal states where its sources state another and it not ("per month" ->
+    "per week")."""
+    if not proposal.units:
+        return ""
+    had: dict[str, str] = {}
+    for r in sources:
+        had.update(r.units)
+    added = [u for u in proposal.units if u not in had]
+    lost = [u for u in had if u not in proposal.units]
+    if added and lost:
+        return f"changes the unit {had[lost[0]]!r} to {proposal.units[added[0]]!r}"
+    return ""
 
 
 def weakened(proposal: Read, sources: Sequence[Read]) -> str:
@@ -193,9 +240,9 @@ def weakened(proposal: Read, sources: Sequence[Read]) -> str:
 def direction(proposal: Read, sources: Sequence[Read]) -> str:
     """A comparison of the proposal that points the other way from the original clause it is
     made of ("below" -> ">", "within 14 days" -> "after 14 days")."""
-    originals = [c for r in sources for c in r.clauses if c.direction][:CLAUSES]
+    originals = [c for r in sources for c in r.clauses if c.direction and c.quantity][:CLAUSES]
     for c in proposal.clauses:
-        if not c.direction or len(c.words) < 1:
+        if not c.direction or not c.quantity or len(c.words) < 1:
             continue
         best, tied = 0, []
         for o in originals:
@@ -222,7 +269,7 @@ def polarity(proposal: Read, sources: Sequence[Read]) -> str:
             if len(by_word[w]) < POSTINGS:
                 by_word[w].append(c)
     for o in originals:
-        if not o.negation or not o.scope:
+        if not o.negation or not o.scope or o.negations % 2 == 0:
             continue
         scope = set(o.scope)
         for c in by_word.get(o.scope[0], ()):
@@ -243,6 +290,8 @@ def polarity(proposal: Read, sources: Sequence[Read]) -> str:
             continue
         scope = set(c.scope)
         matches = [o for o in with_word.get(c.scope[0], ()) if len(o.words & c.words) >= MIN_SHARED]
+        if c.negations % 2 == 0:
+            continue
         if matches and not any(o.negation or _equivalent(c, o) or _turned(c, o) for o in matches):
             words = ", ".join(repr(w) for w in sorted(matches[0].words & scope)[:3])
             return f"adds the negation {c.negation!r} to {words}"
@@ -254,9 +303,16 @@ def _equivalent(p: Clause, o: Clause) -> bool:
     return (p.only and bool(o.negation) and o.exception) or (o.only and bool(p.negation) and p.exception)
 
 
+def cancelled(r: Read) -> bool:
+    """Every negation of the sentence is one of two in its clause ("do not process transfers
+    without approval": "transfers need approval")."""
+    counts = [c.negations for c in r.clauses if c.negations]
+    return bool(counts) and all(n % 2 == 0 for n in counts)
+
+
 def _turned(p: Clause, o: Clause) -> bool:
     """One negation for another way round of the same comparison."""
-    return (p.flipped or o.flipped) and bool(p.direction and o.direction) and _effective(p) == _effective(o)
+    return (_flips(p) or _flips(o)) and bool(p.direction and o.direction) and _effective(p) == _effective(o)
 
 
 def _negative_word(low: str) -> bool:
@@ -290,7 +346,7 @@ def vocabulary(tokens: Iterable[str]) -> tuple[set[str], set[str]]:
         low = tok.lower().removesuffix("'s")
         words.add(low)
         words.add(stem(low))
-    return words, {w[:5] for w in words if len(w) >= 5}
+    return words, {w[:n] for w in words for n in (3, 4, 5) if len(w) >= n}
 
 
 def names_added(proposal: Iterable[Read], original: tuple[set[str], set[str]]) -> str:
@@ -299,8 +355,10 @@ def names_added(proposal: Iterable[Read], original: tuple[set[str], set[str]]) -
     for r in proposal:
         for low, shown in r.names.items():
             base = low.removesuffix("'s")
-            if base in words or stem(base) in words or (len(base) >= 5 and base[:5] in prefixes):
-                continue
+            if base in STOPWORDS:
+                continue  # "All fine", "If red": a capital after a list number or an arrow
+            if base in words or stem(base) in words or base[:5] in prefixes:
+                continue  # its word, or its abbreviation ("Mon" for "Monday")
             return f"adds the name {shown!r}"
     return ""
 
@@ -332,12 +390,14 @@ __all__ = [
     "Clause",
     "Read",
     "acronyms",
+    "cancelled",
     "direction",
     "exception_moved",
     "names_added",
     "polarity",
     "read",
     "traded",
+    "units_changed",
     "vocabulary",
     "weakened",
 ]

@@ -31,42 +31,16 @@ Nothing here decides; :func:`optiflow.core.faithfulness.check` turns the finding
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Literal
 
 from optiflow.core import clauses
 from optiflow.core.base import Frozen
+from optiflow.core.reading import Reader, Sentence, tokenize
 from optiflow.core.sentences import examples, sentences
-from optiflow.core.vocabulary import (
-    AUXILIARY,
-    AVOID,
-    CONDITIONAL,
-    EMPHASIS,
-    EXAMPLE_LINE,
-    EXCEPTION,
-    LEADERS,
-    NEGATION,
-    NOT_AFTER_COMMA,
-    NOT_PREFIXED,
-    NUMBER_WORDS,
-    ONLY,
-    ORDERING,
-    ORDERS,
-    PERMIT,
-    PROHIBIT,
-    QUOTES,
-    SEPARATORS,
-    SHOULD,
-    STOPWORDS,
-    STRONG,
-    VERDICT,
-    stem,
-    unit_word,
-)
 
 COMMON = 24
 """A word in more original sentences than this does not vote for a proposal sentence's source."""
@@ -96,341 +70,6 @@ MAP_LIMIT = 100
 """Sentences of each text kept in the map (a section has tens; the rest are counted, not listed)."""
 FINDINGS = 50
 """Findings kept (the verdict names the first; the report lists the dropped rules)."""
-
-_TOKEN = re.compile(
-    r"\$\{\w+\}|\d+(?:[.,]\d+)*[\w%'\u2019-]*|[^\W\d_][\w'\u2019-]*|[,;:\"\u201c\u201d()\u2264\u2265]|[<>]=?"
-)
-_ARROWS = str.maketrans({"\u2192": ":", "\u2019": "'"})
-
-
-@dataclass(slots=True)
-class Sentence:
-    """One sentence or clause, read: its content words (stemmed, labels and markers apart) and its
-    meaning-bearing words."""
-
-    text: str
-    words: set[str] = field(default_factory=set)
-    markers: dict[str, str] = field(default_factory=dict)
-    """Marker key -> how it reads in the text (``neg`` -> "not", ``num:14 day`` -> "14 days")."""
-    modal: set[int] = field(default_factory=set)
-    """Modal force present: 3 must/always, 2 should, 1 may."""
-    bindings: dict[str, set[str]] = field(default_factory=dict)
-    """Condition word -> the labels its clause states (a clause stating exactly one label)."""
-    lead: str = ""
-    """Its first word(s), lowercased: an instruction verb there makes it an order."""
-    negated: set[str] = field(default_factory=set)
-    """The words a prohibition governs (the first content word after it: "do not *add*")."""
-    plain: set[str] = field(default_factory=set)
-    """Its other content words."""
-    negations: int = 0
-    """How many prohibitions it states (a proposal sentence keeping fewer dropped one)."""
-    prohibits: bool = False
-    """A negation in the form of a prohibition (never, avoid, do not, don't, must not, no ... at
-    the start), not a description ("read by a program and not by a person")."""
-    clause_order: str = ""
-    """An instruction verb opening a later clause ("When a customer asks, reply ..."): an order."""
-    defines: bool = False
-    """It states a label as a verdict ("is positive", "as negative", "positive:")."""
-
-    @property
-    def rule(self) -> str:
-        """What makes it a rule (empty: none): its first prohibition, exception, restriction,
-        number or code; its modal obligation; an order (:data:`ORDERS`); a label it states (not in
-        an example answer line such as ``Answer: ...``)."""
-        for key, shown in self.markers.items():
-            kind = key.split(":", 1)[0]
-            if (kind in ("num", "code") and "${" not in key) or (
-                kind == "label" and any(c.isdigit() for c in key)
-            ):
-                return shown  # a label like RFD-201 is a code
-        if self.prohibits:
-            return self.markers.get("neg", "not")
-        verb = self.lead.split(" ", 1)[0]
-        order = (verb in ORDERS and not self.lead.startswith(("keep in", "note ", "thank you"))) or bool(
-            self.clause_order
-        )
-        verb = verb if verb in ORDERS else self.clause_order
-        if order or self.modal & {2, 3}:
-            for key in ("neg", "exc", "only", "modal"):
-                if key in self.markers:
-                    return self.markers[key]
-        if order:
-            return verb
-        if self.lead.split(" ", 1)[0] in CONDITIONAL:
-            return self.lead.split(" ", 1)[0]  # "If several apply, the first one wins"
-        if self.defines and not self.lead.endswith(":"):
-            for key, shown in self.markers.items():
-                if key.startswith("label:"):
-                    return shown
-        return ""
-
-
-def _label_grams(labels: Sequence[str]) -> dict[tuple[str, ...], str]:
-    out: dict[tuple[str, ...], str] = {}
-    for lab in labels:
-        toks = tuple(t.lower() for t in _TOKEN.findall(lab) if t not in SEPARATORS)
-        if 1 <= len(toks) <= 3:
-            out[toks] = lab
-    return out
-
-
-def _tokens(text: str) -> list[str]:
-    """The words, numbers, placeholders and punctuation of ``text``; an arrow ("->", "=>", "→")
-    reads as the colon it stands for, not as "greater than"."""
-    return _TOKEN.findall(text.replace("->", ":").replace("=>", ":").translate(_ARROWS))
-
-
-_MAY_BE = frozenset({"be", "have"})
-"""After "may": a possibility ("may be read later"), not a permission."""
-_Kind = tuple[str, str, str, int, str, str]
-"""A token's (kind, lowered, stem or value, modal force, marker key, unit written into it)."""
-
-
-class Reader:
-    """Reads sentences of one text pair: each distinct token classified once (a dict lookup per
-    token after that), labels matched by their words."""
-
-    def __init__(self, labels: Sequence[str]) -> None:
-        grams = _label_grams(labels)
-        self.single = {g[0]: lab for g, lab in grams.items() if len(g) == 1}
-        self.multi = {g: lab for g, lab in grams.items() if len(g) > 1}
-        self.first = {g[0] for g in self.multi}
-        self.longest = max((len(g) for g in self.multi), default=0)
-        self.cache: dict[str, tuple[str, str, str, int, str, str]] = {}
-        self.quoted = False
-
-    def kind(self, tok: str) -> tuple[str, str, str, int, str, str]:
-        """(kind, lowered, stem or value, modal force, marker key, unit written into it) of a token."""
-        low = tok.lower()
-        if tok in QUOTES:
-            return ("quote", low, "", 0, "", "")
-        if tok[0] in "<>\u2264\u2265":
-            return ("stop", low, "", 0, "", "")  # a comparison: its direction is read by clauses
-        if low in SEPARATORS:
-            return ("sep", low, "", 0, "", "")
-        if low in self.single:
-            lab = self.single[low]
-            return ("label", low, lab, 0, f"label:{lab}", "")
-        if tok.startswith("${"):
-            return ("code", low, tok, 0, f"code:{tok}", "")
-        digit = any(c.isdigit() for c in tok)
-        if (digit and not tok[0].isdigit()) or (
-            tok.isupper() and sum(c.isalpha() for c in tok) >= 2 and tok not in EMPHASIS
-        ):
-            return ("code", low, tok.upper(), 0, f"code:{tok.upper()}", "")
-        if tok[0].isdigit():
-            j = 0
-            while j < len(tok) and (tok[j].isdigit() or tok[j] in ".,"):
-                j += 1
-            value, rest = tok[:j].rstrip(".,"), tok[j:].lstrip("-")
-            if rest and rest.isupper():
-                return ("code", low, tok.upper(), 0, f"code:{tok.upper()}", "")
-            return (
-                "num",
-                low,
-                value,
-                0,
-                f"num:{value}",
-                unit_word(rest) or ("percent" if rest == "%" else ""),
-            )
-        if low in NUMBER_WORDS:
-            return ("numword", low, NUMBER_WORDS[low], 0, f"num:{NUMBER_WORDS[low]}", "")
-        force = 3 if low in STRONG else 2 if low in SHOULD else 1 if low in PERMIT else 0
-        if low in NEGATION or low.endswith("n't"):
-            return ("neg", low, "", force, "neg", "")
-        if low in EXCEPTION:
-            return ("exc", low, stem(low), 0, "exc", "")
-        if low in AVOID:
-            return ("avoid", low, stem(low), 0, "neg", "")
-        if low in ONLY:
-            return ("only", low, "", 0, "only", "")
-        if low in STOPWORDS or len(low) < 2:
-            return ("stop", low, "", force, "", "")
-        if len(low) > 6 and low.startswith(("un", "non")) and not low.startswith(NOT_PREFIXED):
-            return ("word", low, stem(low), force, "qneg", "")  # "unconfirmed": a negation told in a word
-        return ("word", low, stem(low), force, "", "")
-
-    def _label_at(self, kinds: list[tuple[str, str, str, int, str, str]], i: int) -> tuple[str, int]:
-        for n in range(min(self.longest, len(kinds) - i), 1, -1):
-            lab = self.multi.get(tuple(k[1] for k in kinds[i : i + n]), "")
-            if lab:
-                return lab, n
-        return "", 0
-
-    def read(self, text: str) -> Sentence:
-        """One sentence's words and markers, in one pass over its tokens (a double quote left open
-        runs on into the next sentence)."""
-        s = Sentence(text=text)
-        markers, words = s.markers, s.words
-        tokens = _tokens(text)
-        kinds = self._kinds(tokens)
-        bind = any(
-            k[0] == "label" or k[1] in self.first or (k[0] == "code" and k[1][0] != "$") for k in kinds
-        )
-        _lead(s, kinds)
-        segments: list[tuple[set[str], set[str]]] = [(set(), set())]
-        quoted = self.quoted
-        n_tok = len(tokens)
-        scope = 0  # tokens left in which a content word is governed by a negation
-        i = 0
-        while i < n_tok:
-            kind, low, value, force, key, _inline = kinds[i]
-            if kind == "word":
-                if not quoted and force and not (force == 1 and i + 1 < n_tok and kinds[i + 1][1] in _MAY_BE):
-                    s.modal.add(force)
-                    markers.setdefault("modal", tokens[i])
-                if key:
-                    markers.setdefault(key, tokens[i])
-                if scope and not quoted:
-                    s.negated.add(value)
-                    scope = 0
-                else:
-                    s.plain.add(value)
-                words.add(value)
-                if bind:
-                    segments[-1][1].add(value)
-                i += 1
-                continue
-            if kind == "stop":
-                scope = max(scope - 1, 0)
-                if not quoted and force:
-                    s.modal.add(force)
-                    markers.setdefault("modal", tokens[i])
-                i += 1
-                continue
-            tok = tokens[i]
-            if kind == "quote":
-                quoted = not quoted if tok == '"' else tok == "\u201c"
-            elif kind == "sep":
-                if tok == "," and i + 1 < n_tok and not s.clause_order:
-                    nxt = kinds[i + 1][1]
-                    if nxt in ORDERS and nxt not in NOT_AFTER_COMMA:
-                        s.clause_order = nxt
-                if bind:
-                    segments.append((set(), set()))
-            elif kind == "label" or (bind and low in self.first):
-                n = 1
-                if kind != "label":
-                    value, n = self._label_at(kinds, i)
-                    if not value:
-                        kind = "word"
-                if value:
-                    if not quoted:
-                        markers[f"label:{value}"] = value
-                        segments[-1][0].add(value)
-                        before = kinds[i - 1][1] if i else ""
-                        after = kinds[i + n][1] if i + n < n_tok else ""
-                        if before in VERDICT or after == ":":
-                            s.defines = True
-                    else:
-                        markers[f"qlabel:{value}"] = value
-                    words.add("=" + value.lower())
-                    i += n
-                    continue
-                if low not in STOPWORDS and len(low) > 1:
-                    words.add(stem(low))
-            elif kind == "avoid":
-                before = kinds[i - 1][1] if i else ""
-                if not quoted and (
-                    i == 0 or before in ORDERING or (before == "to" and i > 1 and kinds[i - 2][1] == "try")
-                ):
-                    markers.setdefault(key, tok)
-                    scope = 4
-                    s.negations += 1
-                    s.prohibits = True
-                words.add(value)
-            elif kind == "code":
-                markers[key] = tok
-                if tok[0] != "$":
-                    words.add(low)
-                    if bind and not quoted:
-                        segments[-1][0].add(value)  # a code goes with its condition as a label does
-            elif kind in ("num", "numword"):
-                _number(s, tokens, i, kinds[i], quoted=quoted)
-            else:  # neg, exc, only
-                if not quoted:
-                    markers.setdefault(key, tok)
-                    if kind == "neg":
-                        before = kinds[i - 1][1] if i else ""
-                        if (
-                            low in PROHIBIT
-                            or low.endswith("n't")
-                            or before in AUXILIARY
-                            or before in ORDERS
-                            or i == 0
-                        ):
-                            s.prohibits = True
-                            s.negations += 1
-                            scope = 3
-                    if force:
-                        s.modal.add(force)
-                        markers.setdefault("modal", tok)
-                if kind == "exc":
-                    words.add(value)
-                    if bind:
-                        segments[-1][1].add(value)
-            i += 1
-        self.quoted = quoted
-        if bind:
-            _bind(s, segments)
-        return s
-
-    def _kinds(self, tokens: list[str]) -> list[_Kind]:
-        """Each token's kind tuple (:meth:`kind`), through the reader's cache."""
-        return [self.cached(t) for t in tokens]
-
-    def cached(self, tok: str) -> _Kind:
-        k = self.cache.get(tok)
-        if k is None:
-            k = self.cache[tok] = self.kind(tok)
-        return k
-
-
-def _lead(s: Sentence, kinds: Sequence[_Kind]) -> None:
-    """The sentence's first words past its leaders (an example line's label and colon), and
-    whether it opens with a prohibition ("No …", "Without …")."""
-    lead = [k[1] for k in kinds[:5] if k[0] != "quote"]
-    while lead and lead[0] in LEADERS:
-        lead.pop(0)
-    if lead:
-        example = len(lead) > 1 and lead[1] == ":" and lead[0] in EXAMPLE_LINE
-        s.lead = lead[0] + ":" if example else " ".join(lead[:2])
-        if lead[0] in ("no", "without"):
-            s.prohibits = True
-
-
-def _number(s: Sentence, tokens: Sequence[str], i: int, kind_of: _Kind, *, quoted: bool) -> None:
-    """A number (digits, or a number word with a unit) and its unit, as markers and words."""
-    kind, _low, value, _force, key, inline = kind_of
-    tok, n_tok = tokens[i], len(tokens)
-    unit = inline or (unit_word(tokens[i + 1]) if i + 1 < n_tok else "")
-    if kind == "numword":
-        s.markers.setdefault("q" + key, tok)  # "one" may be a number: it makes one stated
-    if not quoted and (kind == "num" or unit):
-        s.markers[key] = tok
-        if unit:
-            shown = tok if inline or i + 1 >= n_tok else f"{tok} {tokens[i + 1]}"
-            s.markers[f"{key} {unit}"] = shown
-    if kind == "num":
-        s.words.add(value)
-
-
-def _bind(s: Sentence, segments: list[tuple[set[str], set[str]]]) -> None:
-    """Which condition words go with which label: a clause stating exactly one label binds its
-    words to it; a clause of labels alone ("positive or negative") joins the clause before it."""
-    merged: list[tuple[set[str], set[str]]] = []
-    for labs, words in segments:
-        if not labs and not words:
-            continue
-        if labs and not words and merged:
-            merged[-1][0].update(labs)
-            continue
-        merged.append((set(labs), set(words)))
-    for labs, words in merged:
-        if len(labs) == 1:
-            (lab,) = labs
-            for w in words:
-                s.bindings.setdefault(w, set()).add(lab)
 
 
 class OriginalSentence(Frozen):
@@ -509,7 +148,7 @@ def align(
             if hits and len(hits) <= COMMON:
                 for i in hits:
                     score[i] += weights[w]
-        ranked = sorted(score, key=lambda i: (-score[i], i))[:CANDIDATES]
+        ranked = sorted(score, key=lambda i: (-score[i], len(original[i].words), i))[:CANDIDATES]
         chosen: list[int] = []
         covered: set[str] = set()
         for i in ranked:
@@ -602,7 +241,10 @@ def _modal(src: Sequence[Sentence], dst: Sequence[Sentence], lost: bool) -> str:
         if 3 in a and 3 not in b and 2 in b:
             return f"weakens {shown_a!r} to {shown_b!r}"
         return ""
-    if 1 in b and 1 not in a and 3 in a:
+    told = all("neg" in s.markers and "exc" in s.markers for s in src) and any(
+        "only" in d.markers for d in dst
+    )
+    if 1 in b and 1 not in a and 3 in a and not told:  # "never X unless Y" is "may X only if Y"
         return f"adds the permission {shown_b!r} where the original says {shown_a!r}"
     if 3 in b and 3 not in a and 2 in a:
         return f"strengthens {shown_a!r} to {shown_b!r}"
@@ -676,7 +318,7 @@ def provenance(
     """The sentence map of ``proposal`` against ``original``, and every finding (in order: changed
     words of kept sentences, unsupported proposal sentences are left to the caller, dropped rules)."""
     reader = Reader(labels)
-    acronyms = cache(lambda: clauses.acronyms(_tokens(original)))
+    acronyms = cache(lambda: clauses.acronyms(tokenize(original)))
     orig_texts, prop_texts = examples(sentences(original)), examples(sentences(proposal))
     orig = [reader.read(t) for t in orig_texts]
     reader.quoted = False
@@ -685,8 +327,8 @@ def provenance(
         if s.text in orig_texts.answers or s.text in prop_texts.answers:
             s.lead = "answer:"  # an example with its answer: the label is the example's, no rule
             s.words = {w for w in s.words if not w.startswith("=")}  # its example finds its source
-    orig_clauses = [clauses.read(_tokens(t), reader.cached) for t in orig_texts]
-    prop_clauses = [clauses.read(_tokens(t), reader.cached) for t in prop_texts]
+    orig_clauses = [clauses.read(tokenize(t), reader.cached) for t in orig_texts]
+    prop_clauses = [clauses.read(tokenize(t), reader.cached) for t in prop_texts]
     sources, supports = align(orig, prop)
     _join_marked(orig, prop, sources, supports)
     into: list[list[int]] = [[] for _ in orig]
@@ -703,6 +345,8 @@ def provenance(
         gone = _lost(srcs, [p])
         for key, shown in _lost([p], srcs):
             kind = key.split(":", 1)[0]
+            if key == "neg" and clauses.cancelled(prop_clauses[j]):
+                continue  # "not ... without": two negations, one rule told positively
             lost_code = any(k.startswith("code:") for k, _ in gone)
             if kind == "code" and not any(c.isdigit() for c in key) and not lost_code:
                 continue  # an acronym of the original's words ("GDPR"): new letters, same thing
@@ -721,10 +365,12 @@ def provenance(
             or clauses.exception_moved(prop_clauses[j], [orig_clauses[i] for i in src])
             or clauses.direction(prop_clauses[j], [orig_clauses[i] for i in src])
             or clauses.weakened(prop_clauses[j], [orig_clauses[i] for i in src])
+            or clauses.units_changed(prop_clauses[j], [orig_clauses[i] for i in src])
         )
         if why:
             findings.append(Finding("changed", f"{why} {where}"))
-    named = clauses.names_added(prop_clauses, clauses.vocabulary(_tokens(original)))
+    stated = {k for p in prop for k in p.markers}
+    named = clauses.names_added(prop_clauses, clauses.vocabulary(tokenize(original)))
     if named:
         findings.append(Finding("changed", named))
     for i, js in enumerate(into):
@@ -741,8 +387,11 @@ def provenance(
             if key == "neg" and (
                 clauses.traded(orig_clauses[i], [prop_clauses[j] for j in js])
                 or any(prop_clauses[j].refuses and not orig_clauses[i].refuses for j in js)
+                or clauses.cancelled(orig_clauses[i])
             ):
                 continue  # "never more than" told as "at most", "do not enter" as "stay out"
+            if key.startswith("code:") and key in stated:
+                continue  # an identifier the proposal keeps in another sentence (a swap is a binding)
             findings.append(Finding("changed", f"drops {_name(key, shown)} of {_short(o.text)!r}"))
         why = _modal([o], made, lost=True) or (_negation_moved(o, made) if STRICT_NEGATION else "")
         if why:

@@ -54,8 +54,30 @@ STOPWORDS = frozenset(
 )
 
 
+UNIT_ABBREVIATIONS = {
+    "h": "hour",
+    "hr": "hour",
+    "hrs": "hour",
+    "min": "minute",
+    "mins": "minute",
+    "sec": "second",
+    "secs": "second",
+    "d": "day",
+    "wk": "week",
+    "wks": "week",
+    "mo": "month",
+    "mos": "month",
+    "yr": "year",
+    "yrs": "year",
+    "pct": "percent",
+}
+"""A unit as abbreviated ("24h", "48 hrs", "5 min")."""
+
+
 def unit_word(word: str) -> str:
     w = word.lower()
+    if w in UNIT_ABBREVIATIONS:
+        return UNIT_ABBREVIATIONS[w]
     if w.endswith("s") and len(w) > 3:
         w = w[:-1]
     return w if w in UNITS else ""

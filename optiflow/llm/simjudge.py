@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 
-from optiflow.core.provenance import Reader, sentences
+from optiflow.core.reading import Reader
+from optiflow.core.sentences import sentences
 
 
 def tagged(text: str, tag: str, *, last: bool = False) -> str | None:

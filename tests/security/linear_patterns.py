@@ -85,7 +85,7 @@ LINEAR: dict[Key, tuple[str, str | None]] = {
         "faithfulness.check (proposal)",
     ),
     (
-        "core.provenance",
+        "core.reading",
         "_TOKEN",
         "\\$\\{\\w+\\}|\\d+(?:[.,]\\d+)*[\\w%'\\u2019-]*|[^\\W\\d_][\\w'\\u2019-]*|[,;:\\\"\\u201c\\u201d()\\u2264\\u2265]|[<>]=?",
     ): (

@@ -34,6 +34,7 @@ import optiflow.core.optimize.demonstrations
 import optiflow.core.optimize.params
 import optiflow.core.prompt
 import optiflow.core.provenance
+import optiflow.core.reading
 import optiflow.core.relevance
 import optiflow.core.sections
 import optiflow.core.sentences
@@ -424,28 +425,28 @@ READERS: Sequence[Reader] = (
         "faithfulness.check (proposal)",
         lambda t: faithful(ORIGINAL, t, CONTEXT),
         "proposals",
-        (_M.core.faithfulness, _M.core.provenance),
+        (_M.core.faithfulness, _M.core.provenance, _M.core.reading),
         corpus=("do you ",),  # issue 27: "do you " x 32000 held the GIL for 46 s
     ),
     Reader(
         "faithfulness.check (two texts)",
         lambda halves: faithful(halves[0], halves[1], CONTEXT),
         "section bodies and proposals",
-        (_M.core.faithfulness, _M.core.provenance),
+        (_M.core.faithfulness, _M.core.provenance, _M.core.reading),
         prepare=_halves,
     ),
     Reader(
         "provenance (original)",
         lambda t: provenance(t, ORIGINAL, CONTEXT.labels),
         "section bodies",
-        (_M.core.provenance,),
+        (_M.core.provenance, _M.core.reading),
         corpus=("Do not. ", "RFD-201 ", "positive, ", "14 days "),
     ),
     Reader(
         "provenance (two texts)",
         lambda halves: provenance(halves[0], halves[1], ("negative", "positive", "very bad")),
         "section bodies and proposals",
-        (_M.core.provenance, _M.core.clauses, _M.core.sentences, _M.core.vocabulary),
+        (_M.core.provenance, _M.core.reading, _M.core.clauses, _M.core.sentences, _M.core.vocabulary),
         prepare=_halves,
         corpus=(
             "Do not share order numbers, addresses or names. ",
