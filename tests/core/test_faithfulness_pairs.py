@@ -28,6 +28,7 @@ HELD_OUT = tuple(p for p in PAIRS if p.split == "held-out")
 HELD_OUT_2 = tuple(p for p in PAIRS if p.split == "held-out-2")
 HELD_OUT_3 = tuple(p for p in PAIRS if p.split == "held-out-3")
 HELD_OUT_4 = tuple(p for p in PAIRS if p.split == "held-out-4")
+HELD_OUT_5 = tuple(p for p in PAIRS if p.split == "held-out-5")
 ISSUE_KINDS = (
     "negation dropped",
     "negation added",
@@ -76,7 +77,9 @@ def test_accuracy_on_each_half() -> None:
     assert accuracy(fresh) >= 0.79
     fourth = _report("held-out-4 (new domains, written by a session that never read the check)", HELD_OUT_4)
     assert accuracy(third) >= 0.80
+    fifth = _report("held-out-5 (new domains, written by a session that never read the check)", HELD_OUT_5)
     assert accuracy(fourth) >= 0.67
+    assert accuracy(fifth) >= 0.72
     assert accuracy(tune) >= 0.86
     assert accuracy(held) >= 0.91
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
