@@ -23,9 +23,11 @@ each printed with PASS or FAIL and written to ``bench/real_results.md`` (and ``.
    modifications (applied to the tag ``bench-candidate``) measured on the test split by measure
    jobs on the workers, the same runs each, paired per sample and decided by the same paired gate
    (``first_round`` / ``assess`` / ``decide``) round by round, up to ``--test-runs`` runs a side.
-   Target: accepted (non-inferior at the job's margin and alpha).
+   Target: accepted (non-inferior at the job's margin and alpha). A round that adds no new pair
+   ends it as ``stalled`` (FAIL). When the job accepted nothing there is nothing to compare: N/A.
 5. **The example is above chance** (model): ``stable``'s test-split pass rate from 4, Wilson 95%
-   lower bound over 0.5.
+   lower bound over 0.5 (when the job accepted nothing, ``stable`` alone measured ``--test-runs``
+   runs of each test sample).
 
 A replay drives the gate's own pure functions exactly as the compress workflow does (the
 baseline's first round, ``assess`` once, then ``decide`` after every round and the runs its plan
@@ -57,6 +59,7 @@ from pathlib import Path
 from statistics import mean
 from typing import TYPE_CHECKING, Any
 
+from bench.real_heldout import NOTHING_ACCEPTED, heldout, stats_of
 from bench.real_markdown import interval, markdown, verdict
 from bench.record_runs import OUT as RUNS_FILE
 from bench.record_runs import Recording, effect, load, redis_env, sha256
@@ -64,12 +67,10 @@ from optiflow.core.compress.report import OptimizationReport
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.compress.workflow import CompressState
 from optiflow.core.dataset import Dataset
-from optiflow.core.evaluation import EvalResult
 from optiflow.core.gate import (
     Assessment,
     GateDecision,
     GateSpec,
-    GateStats,
     Outcomes,
     RunRange,
     assess,
@@ -78,8 +79,7 @@ from optiflow.core.gate import (
     first_round,
     predict,
 )
-from optiflow.core.gate.outcomes import ERROR, FAIL, MISSING, PASS
-from optiflow.core.measure.report import wilson_interval
+from optiflow.core.gate.outcomes import MISSING
 from optiflow.core.model import ModelConfig
 from optiflow.core.sections import path_str
 from optiflow.core.strategy import ExtractiveStrategySpec, LLMStrategySpec
@@ -92,6 +92,7 @@ if TYPE_CHECKING:  # the model part imports it when it runs
     from optiflow.interfaces.client import Client
 
 EXAMPLE = ROOT / "examples" / "review-sentiment" / "job.yaml"
+CANDIDATE_TAG = "bench-candidate"
 
 NOOP_PARTITIONS = 12
 """Partitions of the recorded baseline runs in the no-op study (two decisions each)."""
@@ -507,23 +508,6 @@ def run_job(client: Client, spec: CompressSpec) -> JobRun:
     return JobRun(wall, job.id, result.report.model_dump(mode="json"), edits)
 
 
-def stats_of(g: GateStats | None) -> dict[str, Any]:
-    if g is None:
-        return {}
-    return {
-        "gate": g.gate,
-        "drop": g.drop,
-        "drop_low": g.drop_low,
-        "drop_high": g.drop_high,
-        "pairs": g.pairs,
-        "candidate_runs": g.candidate_runs,
-        "baseline_pass_rate": g.baseline_pass_rate,
-        "candidate_pass_rate": g.candidate_pass_rate,
-        "regressed": len(g.regressed),
-        "fixed": len(g.fixed),
-    }
-
-
 def section_rows(spec: CompressSpec, run: JobRun) -> list[dict[str, Any]]:
     """One row per section: tokens, the proposal, the gate's decision and its statistic."""
     report = OptimizationReport.model_validate(run.report)
@@ -570,119 +554,10 @@ def section_rows(spec: CompressSpec, run: JobRun) -> list[dict[str, Any]]:
     return list(by_path.values())
 
 
-# -- the held-out test split ----------------------------------------------------------------------
-def subset(dataset: Dataset, ids: Sequence[str]) -> Dataset:
-    keep = set(ids)
-    return dataset.model_copy(update={"samples": tuple(s for s in dataset if s.id in keep)})
-
-
-def trial_items(client: Client, job_id: str, expected: int, timeout: float = 60.0) -> list[EvalResult]:
-    """A finished job's per-(sample, run) results. The driver stores a step's rows after it has
-    carried the step's action on, so the last step's rows can land just after the job finished:
-    wait for all ``expected`` of them."""
-    deadline = time.monotonic() + timeout
-    while True:
-        items = [x for x in client.runtime.jobs.trial_items(job_id) if not x.skipped]
-        if len(items) >= expected:
-            return items
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"job {job_id}: {len(items)} of {expected} (sample, run) results stored")
-        time.sleep(0.2)
-
-
-def test_split(
-    client: Client, spec: CompressSpec, full: Dataset, candidate_tag: str, gate: GateSpec
-) -> dict[str, Any]:
-    """``stable`` and ``candidate_tag`` on the test split by measure jobs on the workers, round by
-    round as the gate asks (both arms' first round together), decided by ``decide``."""
-    from optiflow.core.measure.report import MeasureDocument
-    from optiflow.core.measure.spec import MeasureSpec
-
-    ids = list(full.split("test").ids())
-    arms = {"stable": Outcomes(), "candidate": Outcomes()}
-    tags = {"stable": "stable", "candidate": candidate_tag}
-    rounds: list[dict[str, Any]] = []
-
-    def run_round(plans: Mapping[str, Sequence[RunRange]]) -> None:
-        started = time.perf_counter()
-        launched = []
-        for arm, ranges in plans.items():
-            for r in ranges:
-                m = MeasureSpec(
-                    name=f"bench-real-test-{arm}-{len(rounds) + 1}",
-                    prompt=spec.prompt,
-                    dataset=subset(full, r.sample_ids),
-                    check=spec.check,
-                    model=spec.model,
-                    tag=tags[arm],
-                    runs=r.stop - r.start,
-                    split="test",
-                )
-                launched.append((arm, r, client.submit(m)))
-        calls = 0
-        for arm, r, handle in launched:
-            doc = handle.wait(timeout=4 * 3600).raise_for_error().report
-            assert isinstance(doc, MeasureDocument)
-            items = trial_items(client, handle.id, len(r.sample_ids) * (r.stop - r.start))
-            got = {(x.sample_id, x.run): x for x in items}
-            new: dict[str, str] = {}
-            for sid in r.sample_ids:
-                marks = []
-                for run in range(r.stop - r.start):
-                    x = got.get((sid, run))
-                    marks.append(
-                        MISSING if x is None else ERROR if x.error is not None else PASS if x.passed else FAIL
-                    )
-                new[sid] = MISSING * r.start + "".join(marks)
-            arms[arm] = arms[arm].extend(Outcomes(runs=new))
-            calls += len(items)
-        rounds.append({"calls": calls, "wall_s": time.perf_counter() - started})
-
-    first = first_round(gate, ids).baseline
-    run_round({"stable": first, "candidate": first})
-    a = assess(gate, arms["stable"], ids)
-    decision: GateDecision | None = None
-    if a.failure is None:
-        while True:
-            decision = decide(gate, a, arms["stable"], arms["candidate"])
-            say(f"  round {len(rounds)}: {decision.line()}")
-            if decision.decided:
-                break
-            run_round({"stable": decision.plan.baseline, "candidate": decision.plan.candidate})
-
-    def arm_row(o: Outcomes) -> dict[str, Any]:
-        made, passed, errors = o.totals(ids)
-        w = wilson_interval(passed, made)
-        return {
-            "evaluations": made,
-            "passed": passed,
-            "errors": errors,
-            "pass_rate": passed / made if made else 0.0,
-            "wilson": [w.lower, w.upper],
-            "runs": max(o.attempted(s) for s in ids),
-        }
-
-    return {
-        "gate": gate.model_dump(mode="json"),
-        "samples": len(ids),
-        "candidate_tag": candidate_tag,
-        "assessment": {"gate": a.gate, "reason": a.reason, "failure": a.failure},
-        "stable": arm_row(arms["stable"]),
-        "candidate": arm_row(arms["candidate"]),
-        "verdict": decision.verdict if decision else "no evidence",
-        "capped": decision.capped if decision else False,
-        "reason": decision.reason if decision else (a.failure or ""),
-        "stats": stats_of(decision.stats if decision else None),
-        "regressed": list(decision.stats.regressed) if decision else [],
-        "fixed": list(decision.stats.fixed) if decision else [],
-        "rounds": rounds,
-        "outcomes": {"stable": arms["stable"].runs, "candidate": arms["candidate"].runs},
-    }
-
-
 # -- targets --------------------------------------------------------------------------------------
-def target(number: int, text: str, measured: str, ok: bool | None) -> dict[str, Any]:
-    return {"number": number, "target": text, "measured": measured, "ok": ok}
+def target(number: int, text: str, measured: str, ok: bool | None, applicable: bool = True) -> dict[str, Any]:
+    """``ok`` None: not run; ``applicable`` False: nothing to judge (neither PASS nor FAIL)."""
+    return {"number": number, "target": text, "measured": measured, "ok": ok, "applicable": applicable}
 
 
 def targets(data: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -721,17 +596,7 @@ def targets(data: Mapping[str, Any]) -> list[dict[str, Any]]:
         out.append(target(4, "held-out test split: candidate non-inferior to stable", "-", None))
         out.append(target(5, f"test split: stable's Wilson 95% lower bound > {CHANCE:.0%}", "-", None))
     else:
-        s = test["stats"]
-        bound = f"; drop {s['drop']:+.1%}, upper bound {s['drop_high']:+.1%}" if s else ""
-        out.append(
-            target(
-                4,
-                f"held-out test split: candidate non-inferior to stable (paired gate, margin "
-                f"{test['gate']['margin']:.0%}, alpha {test['gate']['alpha']:.0%})",
-                f"{test['verdict']}{' (undecided at the cap)' if test['capped'] else ''}{bound}",
-                test["verdict"] == "accept",
-            )
-        )
+        out.append(held_out_target(test))
         st = test["stable"]
         out.append(
             target(
@@ -743,6 +608,24 @@ def targets(data: Mapping[str, Any]) -> list[dict[str, Any]]:
             )
         )
     return out
+
+
+def held_out_target(test: Mapping[str, Any]) -> dict[str, Any]:
+    """Target 4: non-inferior on the test split; not applicable when the job accepted nothing."""
+    g = test["gate"]
+    text = (
+        f"held-out test split: candidate non-inferior to stable (paired gate, margin {g['margin']:.0%}, "
+        f"alpha {g['alpha']:.0%})"
+    )
+    if not test.get("comparison", True):
+        return target(4, text, test["reason"], None, applicable=False)
+    s = test["stats"]
+    bound = f"; drop {s['drop']:+.1%}, upper bound {s['drop_high']:+.1%}" if s else ""
+    if test["verdict"] in ("stalled", "no evidence"):
+        measured = f"{test['verdict']}: {test['reason']}{bound}"
+    else:
+        measured = f"{test['verdict']}{' (undecided at the cap)' if test['capped'] else ''}{bound}"
+    return target(4, text, measured, test["verdict"] == "accept")
 
 
 # -- main -----------------------------------------------------------------------------------------
@@ -858,7 +741,7 @@ def main() -> None:
     data["targets"] = targets(data)
     say("targets:")
     for t in data["targets"]:
-        say(f"  {t['number']}. {verdict(t['ok']):7} {t['target']}: {t['measured']}")
+        say(f"  {t['number']}. {verdict(t):7} {t['target']}: {t['measured']}")
     notes["bench_s"] = time.perf_counter() - started
     data["printed"] = say.out
     args.out.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
@@ -912,22 +795,7 @@ def model_part(
                 say("  compress job ...")
                 run = run_job(client, spec)
                 job = job_result(spec, run, args)
-                applied = client.apply(
-                    run.job_id, tag="bench-candidate", description="bench-real: the job's edits"
-                )
-                tag = "bench-candidate" if applied is not None else "stable"
-                say(
-                    f"  test split: stable vs {tag}"
-                    f"{' (applied ' + applied.version.version + ')' if applied and applied.version else ''}"
-                    f"{' (nothing accepted: the candidate is stable)' if applied is None else ''} ..."
-                )
-                test = test_split(client, spec, full, tag, test_gate)
-                st, ca = test["stable"], test["candidate"]
-                say(
-                    f"  stable {st['pass_rate']:.1%} [{st['wilson'][0]:.1%}, {st['wilson'][1]:.1%}] ({st['evaluations']} "
-                    f"evals), candidate {ca['pass_rate']:.1%} [{ca['wilson'][0]:.1%}, {ca['wilson'][1]:.1%}] "
-                    f"({ca['evaluations']}): {test['verdict']}{' (cap)' if test['capped'] else ''}"
-                )
+                test = held_out_part(client, run.job_id, spec, full, test_gate)
     notes.update(
         model=spec.model.model,
         gguf=find_gguf().name,
@@ -946,6 +814,34 @@ def model_part(
         gate=gate_line(gate),
     )
     return job, test
+
+
+def held_out_part(
+    client: Client, job_id: str, spec: CompressSpec, full: Dataset, gate: GateSpec
+) -> dict[str, Any]:
+    """Targets 4 and 5: the job's accepted edits applied to ``bench-candidate`` and compared with
+    ``stable`` on the test split; when it accepted nothing, ``stable`` alone (nothing to compare)."""
+    client.reference_runs = 0  # no drift reference measure of the applied tag: the bench measures it
+    applied = client.apply(job_id, tag=CANDIDATE_TAG, description="bench-real: the job's edits")
+    if applied is None:
+        say(f"  test split: {NOTHING_ACCEPTED}; stable alone, {gate.max_runs} runs of each sample ...")
+        test = heldout(client, spec, full, None, gate, say)
+    else:
+        version = f" (applied {applied.version.version})" if applied.version else ""
+        say(f"  test split: stable vs {CANDIDATE_TAG}{version} ...")
+        test = heldout(client, spec, full, CANDIDATE_TAG, gate, say)
+    say(f"  {held_out_line(test)}")
+    return test
+
+
+def held_out_line(test: Mapping[str, Any]) -> str:
+    def arm(x: Mapping[str, Any]) -> str:
+        return f"{x['pass_rate']:.1%} [{x['wilson'][0]:.1%}, {x['wilson'][1]:.1%}] ({x['evaluations']} evals)"
+
+    line = f"stable {arm(test['stable'])}"
+    if test["candidate"] is not None:
+        line += f", candidate {arm(test['candidate'])}"
+    return f"{line}: {test['verdict']}{' (cap)' if test['capped'] else ''}"
 
 
 def job_result(spec: CompressSpec, run: JobRun, args: argparse.Namespace) -> dict[str, Any]:

@@ -8,8 +8,11 @@ from statistics import mean
 from typing import Any
 
 
-def verdict(ok: bool | None) -> str:
-    return "NOT RUN" if ok is None else "PASS" if ok else "FAIL"
+def verdict(t: Mapping[str, Any]) -> str:
+    """A target's verdict: N/A (nothing to judge), NOT RUN, PASS or FAIL."""
+    if not t.get("applicable", True):
+        return "N/A"
+    return "NOT RUN" if t["ok"] is None else "PASS" if t["ok"] else "FAIL"
 
 
 def pct(x: float | None, signed: bool = False) -> str:
@@ -65,10 +68,7 @@ def markdown(data: Mapping[str, Any]) -> str:
         "",
         "| # | target | measured | verdict |",
         "| ---: | --- | --- | --- |",
-        *(
-            f"| {t['number']} | {t['target']} | {t['measured']} | **{verdict(t['ok'])}** |"
-            for t in data["targets"]
-        ),
+        *(f"| {t['number']} | {t['target']} | {t['measured']} | **{verdict(t)}** |" for t in data["targets"]),
     ]
     lines += noop_markdown(data["noop"])
     lines += harmful_markdown(data["harmful"])
@@ -257,15 +257,29 @@ def cell(text: str) -> str:
     return "<br>".join(" ".join(line.split()) for line in text.splitlines()).replace("|", "\\|")
 
 
+def arm_row(label: str, x: Mapping[str, Any]) -> str:
+    return (
+        f"| {label} | {x['runs']} | {x['evaluations']} | {pct(x['pass_rate'])} | {pct(x['wilson'][0])} to "
+        f"{pct(x['wilson'][1])} | {x['errors']} |"
+    )
+
+
+ARMS_HEADER = [
+    "| measured | runs / sample | evaluations | pass rate | Wilson 95% | errors |",
+    "| --- | ---: | ---: | ---: | --- | ---: |",
+]
+
+
+def rounds_line(t: Mapping[str, Any]) -> str:
+    return f"- rounds: {len(t['rounds'])}, " + ", ".join(
+        f"{r['calls']} calls in {r['wall_s']:.0f} s" for r in t["rounds"]
+    )
+
+
 def test_markdown(t: Mapping[str, Any]) -> list[str]:
+    if not t.get("comparison", True):
+        return stable_alone_markdown(t)
     g, s = t["gate"], t["stats"]
-
-    def row(label: str, x: Mapping[str, Any]) -> str:
-        return (
-            f"| {label} | {x['runs']} | {x['evaluations']} | {pct(x['pass_rate'])} | {pct(x['wilson'][0])} to "
-            f"{pct(x['wilson'][1])} | {x['errors']} |"
-        )
-
     lines = [
         "",
         "## 4. The held-out test split, before and after",
@@ -276,16 +290,16 @@ def test_markdown(t: Mapping[str, Any]) -> list[str]:
         "runs each, paired per sample, decided by `decide` (margin "
         f"{g['margin']:.2f}, alpha {g['alpha']:.2f}). Wilson intervals are over evaluations.",
         "",
-        "| measured | runs / sample | evaluations | pass rate | Wilson 95% | errors |",
-        "| --- | ---: | ---: | ---: | --- | ---: |",
-        row("`stable`", t["stable"]),
-        row(f"`{t['candidate_tag']}`", t["candidate"]),
+        *ARMS_HEADER,
+        arm_row("`stable`", t["stable"]),
+        arm_row(f"`{t['candidate_tag']}`", t["candidate"]),
         "",
         f"- **{t['verdict']}**{' (undecided at the cap)' if t['capped'] else ''}: {t['reason']}",
     ]
     if s:
+        last = " (the last decision, still open)" if t.get("stalled") else ""
         lines.append(
-            f"- paired difference (stable - candidate): {s['drop']:+.1%}, anytime-valid 95% bounds "
+            f"- paired difference (stable - candidate){last}: {s['drop']:+.1%}, anytime-valid 95% bounds "
             f"[{s['drop_low']:+.1%}, {s['drop_high']:+.1%}] over {s['pairs']} pairs per sample; non-inferior "
             f"when the upper bound is under {g['margin']:.0%}"
         )
@@ -293,8 +307,27 @@ def test_markdown(t: Mapping[str, Any]) -> list[str]:
         f"- regressed (passed every stable run, not every candidate run): {len(t['regressed'])} {t['regressed']}; "
         f"fixed: {len(t['fixed'])} {t['fixed']}"
     )
-    lines.append(
-        f"- rounds: {len(t['rounds'])}, "
-        + ", ".join(f"{r['calls']} calls in {r['wall_s']:.0f} s" for r in t["rounds"])
-    )
+    lines.append(rounds_line(t))
+    return lines
+
+
+def stable_alone_markdown(t: Mapping[str, Any]) -> list[str]:
+    """Section 4 when the job accepted nothing: no comparison, ``stable`` alone for target 5."""
+    g = t["gate"]
+    lines = [
+        "",
+        "## 4. The held-out test split: `stable` alone",
+        "",
+        f"**{t['reason'][:1].upper() + t['reason'][1:]}** (target 4 is not applicable). For target 5, `stable` "
+        f"(no overrides) alone on the {t['samples']} test samples by a measure job on the workers, "
+        f"{g['max_runs']} runs of each (the most a comparison's arm could have made). Wilson intervals are over "
+        "evaluations.",
+        "",
+        *ARMS_HEADER,
+        arm_row("`stable`", t["stable"]),
+        "",
+    ]
+    if t.get("stalled"):
+        lines.append(f"- **{t['stalled']}**")
+    lines.append(rounds_line(t))
     return lines
