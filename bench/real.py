@@ -60,13 +60,14 @@ from statistics import mean
 from typing import TYPE_CHECKING, Any
 
 from bench.real_heldout import NOTHING_ACCEPTED, heldout, stats_of
-from bench.real_markdown import interval, markdown, verdict
+from bench.real_markdown import interval, markdown, strategy_of, strategy_row, verdict
 from bench.record_runs import OUT as RUNS_FILE
 from bench.record_runs import Recording, effect, load, redis_env, sha256
 from optiflow.core.compress.report import OptimizationReport
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.compress.workflow import CompressState
 from optiflow.core.dataset import Dataset
+from optiflow.core.faithfulness import Faithfulness
 from optiflow.core.gate import (
     Assessment,
     GateDecision,
@@ -537,9 +538,11 @@ def section_rows(spec: CompressSpec, run: JobRun) -> list[dict[str, Any]]:
             saved=row["tokens"] - count_tokens(m.proposed_body, model),
             stats=stats_of(m.gate),
         )
+        from_report(row, m.proposed_body, m.original_body, m.faithfulness, model)
     for r in report.rejected:
         row = by_path[path_str(r.section_path)]
         row.update(outcome=f"rejected ({r.stage})", reason=r.reason, stats=stats_of(r.gate))
+        from_report(row, r.proposed_body, r.original_body, r.faithfulness, model)
     for err in report.proposal_errors:
         row = by_path[path_str(err.path)]
         if err.refused:
@@ -552,6 +555,19 @@ def section_rows(spec: CompressSpec, run: JobRun) -> list[dict[str, Any]]:
         else:
             row["outcome"] = f"proposal failed: {err.error[:80]}"
     return list(by_path.values())
+
+
+def from_report(
+    row: dict[str, Any], proposed: str | None, original: str | None, f: Faithfulness | None, model: str
+) -> None:
+    """The report's own record of a decided proposal (its bodies, its faithfulness verdict and
+    sentence map) over what the checkpoint's edits said."""
+    if proposed is not None:
+        row.update(proposed_body=proposed, proposed_tokens=count_tokens(proposed, model))
+    if original is not None:
+        row["original_body"] = original
+    if f is not None:
+        row["faithfulness"] = f.model_dump(mode="json")
 
 
 # -- targets --------------------------------------------------------------------------------------
@@ -587,7 +603,8 @@ def targets(data: Mapping[str, Any]) -> list[dict[str, Any]]:
         out.append(
             target(
                 3,
-                f"accepted edits save >= {SAVED_TARGET:.0%} of the mutable sections' tokens",
+                f"accepted edits (strategy `{job['strategy']}`) save >= {SAVED_TARGET:.0%} of the mutable "
+                "sections' tokens",
                 f"{t['saved']} of {t['mutable']} tokens ({t['saved_share']:.1%}), {t['accepted']} edit(s) accepted",
                 t["saved_share"] >= SAVED_TARGET,
             )
@@ -626,6 +643,25 @@ def held_out_target(test: Mapping[str, Any]) -> dict[str, Any]:
     else:
         measured = f"{test['verdict']}{' (undecided at the cap)' if test['capped'] else ''}{bound}"
     return target(4, text, measured, test["verdict"] == "accept")
+
+
+def beside(out: Path, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The results of the other compress strategies in ``out``'s folder (``real_results*.json``
+    whose job ran another strategy), each in a few numbers, for the markdown's side-by-side table."""
+    mine = strategy_of(data)
+    rows: list[dict[str, Any]] = []
+    if not mine:
+        return rows
+    for path in sorted(out.parent.glob("real_results*.json")):
+        if path.resolve() == out.with_suffix(".json").resolve():
+            continue
+        try:
+            other = json.loads(path.read_text())
+            if strategy_of(other) not in ("", mine):
+                rows.append({"file": f"`{path.name}`", **strategy_row(other)})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # not a results file of this bench
+    return rows
 
 
 # -- main -----------------------------------------------------------------------------------------
@@ -668,7 +704,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "real_results.md")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the results file (default bench/real_results.md; with --strategy other than the example's, "
+        "bench/real_results_<strategy>.md); its .json beside it",
+    )
     parser.add_argument("--skip-job", action="store_true", help="the replays only (no model)")
     parser.add_argument(
         "--samples", type=int, default=0, help="a balanced subset of N train samples (quick try)"
@@ -689,8 +731,15 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4, help="threads of the eval worker")
     parser.add_argument("--from-json", type=Path, help="only re-render the .md from a results .json")
     args = parser.parse_args()
+    if args.out is None:
+        example = load_job(EXAMPLE)
+        assert isinstance(example, CompressSpec)
+        suffix = "" if args.strategy in ("job", example.strategy.type) else f"_{args.strategy}"
+        args.out = ROOT / "bench" / f"real_results{suffix}.md"
     if args.from_json:
-        args.out.write_text(markdown(json.loads(args.from_json.read_text())))
+        loaded = json.loads(args.from_json.read_text())
+        loaded["beside"] = beside(args.out, loaded)
+        args.out.write_text(markdown(loaded))
         print(f"wrote {args.out}")
         return
     if args.samples and args.max_runs is None:
@@ -744,6 +793,7 @@ def main() -> None:
         say(f"  {t['number']}. {verdict(t):7} {t['target']}: {t['measured']}")
     notes["bench_s"] = time.perf_counter() - started
     data["printed"] = say.out
+    data["beside"] = beside(args.out, data)
     args.out.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
     args.out.write_text(markdown(data))
     print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
@@ -798,6 +848,7 @@ def model_part(
                 test = held_out_part(client, run.job_id, spec, full, test_gate)
     notes.update(
         model=spec.model.model,
+        strategy=spec.strategy.type,
         gguf=find_gguf().name,
         llama_cpp=version("llama-cpp-python"),
         litellm=version("litellm"),

@@ -7,6 +7,14 @@ from collections.abc import Mapping, Sequence
 from statistics import mean
 from typing import Any
 
+from optiflow.core.faithfulness import Faithfulness
+
+STRATEGY_WORDS = {
+    "llm": "sections shortened by",
+    "extractive": "sections cut to the pieces chosen by",
+    "rule": "sections shortened without",
+}
+
 
 def verdict(t: Mapping[str, Any]) -> str:
     """A target's verdict: N/A (nothing to judge), NOT RUN, PASS or FAIL."""
@@ -41,20 +49,30 @@ def decisions_table(rows: Sequence[Mapping[str, Any]], label: str) -> list[str]:
     return lines
 
 
+def strategy_of(data: Mapping[str, Any]) -> str:
+    """The compress strategy the job ran ("" when no job ran)."""
+    job = data.get("job")
+    return str(job.get("strategy", "")) if job else ""
+
+
 def markdown(data: Mapping[str, Any]) -> str:
     n, rec = data["notes"], data["recording"]
+    strategy = strategy_of(data)
     lines = [
-        "# optiflow's gate on a real model: SmolLM2-135M-Instruct at temperature 0.7",
+        "# optiflow's gate on a real model: SmolLM2-135M-Instruct at temperature 0.7"
+        + (f", compress strategy `{strategy}`" if strategy else ""),
         "",
         f"Measured {n['date']} on {n['machine']} by `python -m bench.real{' ' + n['args'] if n['args'] else ''}` "
-        f"(`make bench-real` runs it with `--out bench/real_results.md` only), {n['bench_s'] / 60:.1f} minutes in all.",
+        f"(`make bench-real` runs it with `--out bench/real_results.md` only, `make bench-real-extractive` with "
+        f"`--strategy extractive`), {n['bench_s'] / 60:.1f} minutes in all.",
     ]
     if n.get("model"):
         lines += [
             f"Model: `{n['gguf']}` served by llama-cpp-python {n['llama_cpp']} (`LocalModelServer`, "
             f"{n['server_threads']} CPU thread(s), one request at a time, seed {n['server_seed']}), called through "
-            f"litellm {n['litellm']} as `{n['model']}` with `api_base`; params {n['params']}; sections shortened "
-            f"by the same model (params {n['strategy_params']}). Tokens: tiktoken `{n['encoding']}`.",
+            f"litellm {n['litellm']} as `{n['model']}` with `api_base`; params {n['params']}; {STRATEGY_WORDS.get(strategy, 'sections shortened by')} "
+            f"the same model (strategy `{strategy}`, params {n['strategy_params']}). Tokens: tiktoken "
+            f"`{n['encoding']}`.",
         ]
     lines += [
         f"Example `examples/review-sentiment`: check `{n['check']}`, eval_runs {n['eval_runs']}, gate "
@@ -70,6 +88,7 @@ def markdown(data: Mapping[str, Any]) -> str:
         "| ---: | --- | --- | --- |",
         *(f"| {t['number']} | {t['target']} | {t['measured']} | **{verdict(t)}** |" for t in data["targets"]),
     ]
+    lines += beside_markdown(data)
     lines += noop_markdown(data["noop"])
     lines += harmful_markdown(data["harmful"])
     if data.get("job") is not None:
@@ -82,6 +101,50 @@ def markdown(data: Mapping[str, Any]) -> str:
         lines += ["", "## 4. The held-out test split", "", "Not run (`--skip-job`)."]
     lines += ["", "## What it printed", "", "```", *data["printed"], "```", ""]
     return "\n".join(lines)
+
+
+def beside_markdown(data: Mapping[str, Any]) -> list[str]:
+    """This run's compress job beside the runs of the other strategies found next to its results
+    (``data["beside"]``, read when the file is written): issue 31 asks to see the ``extractive``
+    strategy's result when SmolLM2's ``llm`` proposals save little."""
+    others = data.get("beside") or []
+    if not others or data.get("job") is None:
+        return []
+    this = {"file": "this run", **strategy_row(data)}
+    lines = [
+        "",
+        "## Strategies side by side",
+        "",
+        "This run and the latest results of the other compress strategies found beside it (each its own run, "
+        "on its own date: same example, gate and test split only if their notes say so).",
+        "",
+        "| results | strategy | measured | train samples | accepted | saved of the mutable tokens | "
+        "3. saved >= 30% | 4. test split |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in [this, *others]:
+        lines.append(
+            f"| {r['file']} | `{r['strategy']}` | {r['date']} | {r['samples']} | {r['accepted']} | "
+            f"{r['saved']} of {r['mutable']} ({r['saved_share']:.1%}) | {r['target3']} | {r['target4']} |"
+        )
+    return lines
+
+
+def strategy_row(data: Mapping[str, Any]) -> dict[str, Any]:
+    """One run's compress job in a few numbers, for :func:`beside_markdown`."""
+    job, t = data["job"], data["job"]["tokens"]
+    verdicts = {x["number"]: verdict(x) for x in data.get("targets", [])}
+    return {
+        "strategy": job.get("strategy", "-"),
+        "date": data["notes"]["date"],
+        "samples": job["samples"],
+        "accepted": t["accepted"],
+        "saved": t["saved"],
+        "mutable": t["mutable"],
+        "saved_share": t["saved_share"],
+        "target3": verdicts.get(3, "-"),
+        "target4": verdicts.get(4, "-"),
+    }
 
 
 def noop_markdown(z: Mapping[str, Any]) -> list[str]:
@@ -228,28 +291,68 @@ def job_markdown(job: Mapping[str, Any], n: Mapping[str, Any]) -> list[str]:
             f"{'noticed (rejected)' if ab['noticed'] else 'NOT noticed (non-inferior)'}; "
             f"drop {interval(st) if st else '-'}, {st.get('pairs', '-')} pairs per sample; {ab['reason']}",
         ]
-    lines += ["", "### Every proposal, original and proposal side by side", ""]
-    lines.append(
-        f"Strategy: `{job.get('strategy', '-')}`. Outcome as in the table above; faithfulness as measured."
-    )
+    return lines + proposals_markdown(job)
+
+
+def proposals_markdown(job: Mapping[str, Any]) -> list[str]:
+    """Every proposal (accepted, rejected, refused), original and proposal side by side, with the
+    faithfulness check's verdict and sentence map as the report carries them."""
+    lines = [
+        "",
+        "### Every proposal, original and proposal side by side",
+        "",
+        f"Strategy: `{job.get('strategy', '-')}`. Outcome as in the table above. Under each proposal, the "
+        "faithfulness check's verdict and its sentence map (`optiflow/core/provenance.py`): each original "
+        "sentence (o) kept, merged or dropped, each proposal sentence (p) with the original sentences it comes "
+        "from and the share of its content words found there.",
+    ]
     for row in job["sections"]:
         if row.get("proposed_body") is None:
             continue
-        f = row.get("faithfulness") or {}
-        measured = (
-            f" · faithfulness: support {pct(f.get('support'))}, coverage {pct(f.get('coverage'))}"
-            if f
-            else ""
-        )
         lines += [
             "",
-            f"**`{row['section']}`** — {row['outcome']}{measured}",
+            f"**`{row['section']}`** — {row['outcome']}",
             "",
             "| original | proposal |",
             "| --- | --- |",
             f"| {cell(row.get('original_body', ''))} | {cell(row['proposed_body'])} |",
+            "",
+            *sentence_map(row.get("faithfulness")),
         ]
     return lines
+
+
+def sentence_map(measured: Mapping[str, Any] | None) -> list[str]:
+    """The faithfulness verdict and the sentence map of one proposal, as markdown."""
+    if not measured:
+        return ["Faithfulness: not measured (no sentence map)."]
+    f = Faithfulness.model_validate(measured)
+    lines = [f"Faithfulness: {f.line()}."]
+    m = f.sentences
+    if m is None:
+        return [*lines, "", "No sentence map in the report."]
+    if m.original:
+        lines += ["", "| o | original sentence | became |", "| ---: | --- | --- |"]
+        for i, o in enumerate(m.original):
+            into = ", ".join(f"p{j + 1}" for j in o.into)
+            became = f"{o.status} {'as' if o.status == 'kept' else 'into'} {into}" if into else o.status
+            became += f" (rule: {o.rule})" if o.rule and o.status == "dropped" else ""
+            lines.append(f"| o{i + 1} | {cell(o.text)} | {cell(became)} |")
+    if m.proposal:
+        lines += ["", "| p | proposal sentence | from | support |", "| ---: | --- | --- | ---: |"]
+        for j, ps in enumerate(m.proposal):
+            src = ", ".join(f"o{i + 1}" for i in ps.sources) or "no source"
+            lines.append(f"| p{j + 1} | {cell(ps.text)} | {src} | {ps.support:.0%} |")
+    if m.original_count > len(m.original) or m.proposal_count > len(m.proposal):
+        lines += [
+            "",
+            f"The map lists the first {len(m.original)} of {m.original_count} original and "
+            f"{len(m.proposal)} of {m.proposal_count} proposal sentences.",
+        ]
+    notes = [f"- not verified by the dataset (a rule the job allowed to drop): {r}" for r in f.dropped_rules]
+    if f.judge is not None:
+        notes.append(f"- judge `{f.judge.model}`: {'same' if f.judge.same else 'differs'}; {f.judge.reason}")
+    return lines + (["", *notes] if notes else [])
 
 
 def cell(text: str) -> str:

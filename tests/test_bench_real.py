@@ -5,6 +5,7 @@ as nothing to compare (target 4 N/A) with ``stable`` measured alone for target 5
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -153,3 +154,70 @@ def test_measure_jobs_place_later_rounds_after_the_first(tmp_path: Path) -> None
     assert heldout.pairs(merged["stable"], merged["candidate"], ids) == 3 * len(ids)
     assert [r["calls"] for r in jobs.rounds] == [4 * len(ids), 2 * len(ids)]
     assert not refs
+
+
+def test_every_proposal_shows_its_sentence_map() -> None:
+    """The report's faithfulness verdict and sentence map under each proposal, side by side with
+    the original: kept and dropped original sentences (with the rule a dropped one carried), each
+    proposal sentence with its sources and support."""
+    from optiflow.core.faithfulness import FaithfulnessContext, check
+
+    original = "Classify the review. Never answer neutral. Ignore the reviewer's name."
+    proposal = "Classify the review."
+    f = check(original, proposal, FaithfulnessContext(labels=("positive", "negative")))
+    assert f.sentences is not None and f.sentences.dropped()
+    job = {
+        "strategy": "extractive",
+        "sections": [
+            {"section": "persona", "outcome": "frozen"},
+            {
+                "section": "task",
+                "outcome": "refused after 1 proposal(s), not evaluated",
+                "original_body": original,
+                "proposed_body": proposal,
+                "faithfulness": f.model_dump(mode="json"),
+            },
+            {"section": "tone", "outcome": "accepted", "original_body": "a", "proposed_body": "b"},
+        ],
+    }
+    text = "\n".join(md.proposals_markdown(job))
+    assert "Strategy: `extractive`" in text
+    assert f"| {original} | {proposal} |" in text
+    assert f"Faithfulness: {f.line()}." in text
+    assert "| o1 | Classify the review. | kept as p1 |" in text
+    assert "| o2 | Never answer neutral. | dropped (rule: Never) |" in text
+    assert "| o3 | Ignore the reviewer's name. | dropped |" in text
+    assert "| p1 | Classify the review. | o1 | 100% |" in text
+    assert "Faithfulness: not measured (no sentence map)." in text  # tone: none in the report
+    assert "persona" not in text
+
+
+def test_results_name_their_strategy_and_show_the_others(tmp_path: Path) -> None:
+    from bench.real import beside
+
+    def results(strategy: str, saved: int) -> dict[str, object]:
+        tokens = {"mutable": 200, "total": 250, "saved": saved, "saved_share": saved / 200, "accepted": 1}
+        return {
+            "notes": {"date": "2026-11-27 10:00 UTC"},
+            "job": {"strategy": strategy, "samples": 48, "tokens": tokens},
+            "targets": [
+                {"number": 3, "ok": saved >= 60, "applicable": True},
+                {"number": 4, "ok": None, "applicable": False},
+            ],
+        }
+
+    llm, extractive = results("llm", 20), results("extractive", 90)
+    (tmp_path / "real_results.json").write_text(json.dumps(llm))
+    (tmp_path / "real_results_extractive.json").write_text(json.dumps(extractive))
+    (tmp_path / "real_results_other.json").write_text("[1, 2]")
+    assert md.strategy_of(llm) == "llm" and md.strategy_of({"job": None}) == ""
+    rows = beside(tmp_path / "real_results.md", llm)
+    assert [r["file"] for r in rows] == ["`real_results_extractive.json`"]
+    assert (
+        rows[0]["strategy"] == "extractive" and rows[0]["target3"] == "PASS" and rows[0]["target4"] == "N/A"
+    )
+    assert beside(tmp_path / "real_results_extractive.md", extractive)[0]["strategy"] == "llm"
+    table = "\n".join(md.beside_markdown({**llm, "beside": rows}))
+    assert "| this run | `llm` | 2026-11-27 10:00 UTC | 48 | 1 | 20 of 200 (10.0%) | FAIL | N/A |" in table
+    assert "| `real_results_extractive.json` | `extractive` |" in table
+    assert md.beside_markdown({**llm, "beside": []}) == []
