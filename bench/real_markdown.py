@@ -115,17 +115,18 @@ def beside_markdown(data: Mapping[str, Any]) -> list[str]:
         "",
         "## Strategies side by side",
         "",
-        "This run and the latest results of the other compress strategies found beside it (each its own run, "
-        "on its own date: same example, gate and test split only if their notes say so).",
+        "This run beside the results of the other compress strategies found next to its file: each row is its "
+        "own run, with its own date and options (its file says the rest).",
         "",
-        "| results | strategy | measured | train samples | accepted | saved of the mutable tokens | "
+        "| results | strategy | measured | options | train samples | accepted | saved of the mutable tokens | "
         "3. saved >= 30% | 4. test split |",
-        "| --- | --- | --- | ---: | ---: | ---: | --- | --- |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |",
     ]
     for r in [this, *others]:
         lines.append(
-            f"| {r['file']} | `{r['strategy']}` | {r['date']} | {r['samples']} | {r['accepted']} | "
-            f"{r['saved']} of {r['mutable']} ({r['saved_share']:.1%}) | {r['target3']} | {r['target4']} |"
+            f"| {r['file']} | `{r['strategy']}` | {r['date']} | `{r['args'] or '-'}` | {r['samples']} | "
+            f"{r['accepted']} | {r['saved']} of {r['mutable']} ({r['saved_share']:.1%}) | {r['target3']} | "
+            f"{r['target4']} |"
         )
     return lines
 
@@ -137,6 +138,7 @@ def strategy_row(data: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "strategy": job.get("strategy", "-"),
         "date": data["notes"]["date"],
+        "args": data["notes"].get("args", ""),
         "samples": job["samples"],
         "accepted": t["accepted"],
         "saved": t["saved"],

@@ -218,6 +218,8 @@ def test_results_name_their_strategy_and_show_the_others(tmp_path: Path) -> None
     )
     assert beside(tmp_path / "real_results_extractive.md", extractive)[0]["strategy"] == "llm"
     table = "\n".join(md.beside_markdown({**llm, "beside": rows}))
-    assert "| this run | `llm` | 2026-11-27 10:00 UTC | 48 | 1 | 20 of 200 (10.0%) | FAIL | N/A |" in table
+    assert (
+        "| this run | `llm` | 2026-11-27 10:00 UTC | `-` | 48 | 1 | 20 of 200 (10.0%) | FAIL | N/A |" in table
+    )
     assert "| `real_results_extractive.json` | `extractive` |" in table
     assert md.beside_markdown({**llm, "beside": []}) == []
