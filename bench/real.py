@@ -23,9 +23,11 @@ each printed with PASS or FAIL and written to ``bench/real_results.md`` (and ``.
    modifications (applied to the tag ``bench-candidate``) measured on the test split by measure
    jobs on the workers, the same runs each, paired per sample and decided by the same paired gate
    (``first_round`` / ``assess`` / ``decide``) round by round, up to ``--test-runs`` runs a side.
-   Target: accepted (non-inferior at the job's margin and alpha).
+   Target: accepted (non-inferior at the job's margin and alpha). A round that adds no new pair
+   ends it as ``stalled`` (FAIL). When the job accepted nothing there is nothing to compare: N/A.
 5. **The example is above chance** (model): ``stable``'s test-split pass rate from 4, Wilson 95%
-   lower bound over 0.5.
+   lower bound over 0.5 (when the job accepted nothing, ``stable`` alone measured ``--test-runs``
+   runs of each test sample).
 
 A replay drives the gate's own pure functions exactly as the compress workflow does (the
 baseline's first round, ``assess`` once, then ``decide`` after every round and the runs its plan
@@ -38,6 +40,9 @@ Options: ``--skip-job`` (the replays only: seconds, no model), ``--samples N`` (
 of N train samples for a quick try; the job's gate is then capped at ``--max-runs``, default 4),
 ``--test-runs`` (cap on the test split's runs a side), ``--out``. The model answers one request at
 a time: the full run is printed with an estimate before it starts.
+
+Its parts: :mod:`bench.real_replay` (targets 1 and 2), :mod:`bench.real_heldout` (the test split,
+4 and 5), :mod:`bench.real_markdown` (the results file); this module runs the job and the targets.
 """
 
 from __future__ import annotations
@@ -46,7 +51,6 @@ import argparse
 import json
 import os
 import platform
-import random
 import sys
 import tempfile
 import time
@@ -57,28 +61,22 @@ from pathlib import Path
 from statistics import mean
 from typing import TYPE_CHECKING, Any
 
+from bench.real_heldout import NOTHING_ACCEPTED, heldout, stats_of
+from bench.real_markdown import interval, markdown, strategy_of, strategy_row, verdict
+from bench.real_replay import gate_line, harmful_study, noop_study
 from bench.record_runs import OUT as RUNS_FILE
-from bench.record_runs import Recording, effect, load, redis_env, sha256
+from bench.record_runs import Recording, load, redis_env, sha256
 from optiflow.core.compress.report import OptimizationReport
 from optiflow.core.compress.spec import CompressSpec
 from optiflow.core.compress.workflow import CompressState
 from optiflow.core.dataset import Dataset
-from optiflow.core.evaluation import EvalResult
+from optiflow.core.faithfulness import Faithfulness
 from optiflow.core.gate import (
-    Assessment,
-    GateDecision,
     GateSpec,
-    GateStats,
     Outcomes,
-    RunRange,
-    assess,
-    decide,
     estimate_rates,
-    first_round,
     predict,
 )
-from optiflow.core.gate.outcomes import ERROR, FAIL, MISSING, PASS
-from optiflow.core.measure.report import wilson_interval
 from optiflow.core.model import ModelConfig
 from optiflow.core.sections import path_str
 from optiflow.core.strategy import ExtractiveStrategySpec, LLMStrategySpec
@@ -91,15 +89,8 @@ if TYPE_CHECKING:  # the model part imports it when it runs
     from optiflow.interfaces.client import Client
 
 EXAMPLE = ROOT / "examples" / "review-sentiment" / "job.yaml"
+CANDIDATE_TAG = "bench-candidate"
 
-NOOP_PARTITIONS = 12
-"""Partitions of the recorded baseline runs in the no-op study (two decisions each)."""
-NOOP_RESAMPLES = 500
-"""More partitions, for the rejection rate this recording gives (not a target)."""
-HARMFUL_REPLAYS = 12
-NOOP_SEED = "bench-real-noop"
-RESAMPLE_SEED = "bench-real-noop-resample"
-HARMFUL_SEED = "bench-real-harmful"
 SAVED_TARGET = 0.30
 CHANCE = 0.5
 SMOKE_MAX_RUNS = 4
@@ -121,235 +112,6 @@ class Lines:
 
 
 say = Lines()
-
-
-# -- replaying the gate over recorded runs --------------------------------------------------------
-class OutOfRuns(RuntimeError):
-    """A replay asked for a run the recording does not hold."""
-
-
-def take(outcomes: Outcomes, ranges: Sequence[RunRange], source: Mapping[str, str]) -> Outcomes:
-    """``outcomes`` with the runs ``ranges`` ask for, read from ``source`` (per sample, the
-    recorded outcomes in the order this replay reads them)."""
-    new: dict[str, str] = {}
-    for r in ranges:
-        for sid in r.sample_ids:
-            runs = source[sid]
-            if r.stop > len(runs):
-                raise OutOfRuns(f"{sid}: run {r.stop - 1} asked for, {len(runs)} recorded")
-            new[sid] = MISSING * r.start + runs[r.start : r.stop]
-    return outcomes.extend(Outcomes(runs=new))
-
-
-@dataclass
-class Replayed:
-    assessment: Assessment
-    decision: GateDecision
-    rounds: int
-    baseline: Outcomes
-    candidate: Outcomes
-
-
-def replay(
-    gate: GateSpec,
-    ids: Sequence[str],
-    base_src: Mapping[str, str],
-    cand_src: Mapping[str, str],
-    *,
-    power: bool = False,
-) -> Replayed:
-    """One decision, driven as the compress workflow drives it: the baseline's first round,
-    ``assess`` once, then ``decide`` after every round, running the runs its plan asks for."""
-    baseline = take(Outcomes(), first_round(gate, ids).baseline, base_src)
-    a = assess(gate, baseline, ids, power=power).require()
-    candidate = Outcomes()
-    rounds = 0
-    while True:
-        d = decide(gate, a, baseline, candidate)
-        if d.decided:
-            return Replayed(a, d, rounds, baseline, candidate)
-        rounds += 1
-        baseline = take(baseline, d.plan.baseline, base_src)
-        candidate = take(candidate, d.plan.candidate, cand_src)
-
-
-def decision_row(label: str, r: Replayed) -> dict[str, Any]:
-    d, s = r.decision, r.decision.stats
-    return {
-        "label": label,
-        "gate": s.gate,
-        "verdict": d.verdict,
-        "capped": d.capped,
-        "reason": d.reason,
-        "pairs": s.pairs,
-        "rounds": r.rounds,
-        "baseline_runs": s.baseline_runs,
-        "candidate_runs": s.candidate_runs,
-        "runs_per_sample": [
-            max(r.baseline.next_run(x) for x in r.assessment.sample_ids),
-            max(r.candidate.next_run(x) for x in r.assessment.sample_ids),
-        ],
-        "baseline_pass_rate": s.baseline_pass_rate,
-        "candidate_pass_rate": s.candidate_pass_rate,
-        "drop": s.drop,
-        "drop_low": s.drop_low,
-        "drop_high": s.drop_high,
-        "regressed": len(s.regressed),
-    }
-
-
-def shuffled(runs: str, rng: random.Random) -> str:
-    return "".join(runs[i] for i in rng.sample(range(len(runs)), len(runs)))
-
-
-def partitions(runs: Mapping[str, str], count: int, seed: str) -> list[tuple[dict[str, str], dict[str, str]]]:
-    """``count`` partitions of every sample's runs into two disjoint groups of half the runs: the
-    sample's runs shuffled (seeded by ``seed`` and the partition), the first half and the rest."""
-    out = []
-    for k in range(count):
-        rng = random.Random(f"{seed}-{k}")
-        a: dict[str, str] = {}
-        b: dict[str, str] = {}
-        for sid in sorted(runs):
-            seq = shuffled(runs[sid], rng)
-            half = len(seq) // 2
-            a[sid], b[sid] = seq[:half], seq[half : 2 * half]
-        out.append((a, b))
-    return out
-
-
-def backwards(group: Mapping[str, str]) -> dict[str, str]:
-    return {sid: runs[::-1] for sid, runs in group.items()}
-
-
-def gate_line(g: GateSpec) -> str:
-    return (
-        f"mode {g.mode}, margin {g.margin:.2f}, alpha {g.alpha:.2f}, beta {g.beta:.2f}, first round "
-        f"{g.first_runs} runs, +{g.round_runs} per round, max_runs {g.max_runs}"
-    )
-
-
-def noop_study(rec: Recording, gate: GateSpec) -> dict[str, Any]:
-    """Target 1: the baseline's recorded runs against a disjoint group of its own runs."""
-    runs = rec.arms["baseline"]
-    ids = sorted(runs)
-    half = rec.runs("baseline") // 2
-    paired = gate.model_copy(update={"max_runs": min(gate.max_runs, half)})
-    strict = gate.model_copy(update={"mode": "strict", "max_runs": gate.first_runs})
-    rows: list[dict[str, Any]] = []
-    strict_rows: list[dict[str, Any]] = []
-    disjoint = 0
-    power: Assessment | None = None
-    for k, (a, b) in enumerate(partitions(runs, NOOP_PARTITIONS, NOOP_SEED)):
-        fwd = replay(paired, ids, a, b, power=k == 0)
-        bwd = replay(paired, ids, backwards(b), backwards(a))
-        power = power or fwd.assessment
-        rows += [decision_row(f"{k} A->B", fwd), decision_row(f"{k} B'->A'", bwd)]
-        # the backward decision reads each group from its end: no run in common while the two
-        # decisions together read at most the group's runs
-        if all(
-            fwd.baseline.next_run(s) + bwd.candidate.next_run(s) <= half
-            and fwd.candidate.next_run(s) + bwd.baseline.next_run(s) <= half
-            for s in ids
-        ):
-            disjoint += 1
-        strict_rows += [
-            decision_row(f"{k} A->B", replay(strict, ids, a, b)),
-            decision_row(f"{k} B'->A'", replay(strict, ids, backwards(b), backwards(a))),
-        ]
-    assert power is not None
-    resampled = strict_resampled = 0
-    resample_pairs: list[int] = []
-    for a, b in partitions(runs, NOOP_RESAMPLES, RESAMPLE_SEED):
-        for base_src, cand_src in ((a, b), (backwards(b), backwards(a))):
-            r = replay(paired, ids, base_src, cand_src)
-            resampled += not r.decision.accepted
-            resample_pairs.append(r.decision.stats.pairs)
-            strict_resampled += not replay(strict, ids, base_src, cand_src).decision.accepted
-    rates = estimate_rates(Outcomes(runs=dict(runs)), ids)
-    predicted = predict(paired, rates, rates)
-    predicted_full = predict(gate, rates, rates)
-    rejected = [r for r in rows if r["verdict"] != "accept"]
-    return {
-        "gate": paired.model_dump(mode="json"),
-        "example_max_runs": gate.max_runs,
-        "samples": len(ids),
-        "recorded_runs": rec.runs("baseline"),
-        "group_runs": half,
-        "partitions": NOOP_PARTITIONS,
-        "seed": NOOP_SEED,
-        "decisions": rows,
-        "rejections": len(rejected),
-        "early_rejections": sum(1 for r in rejected if not r["capped"]),
-        "capped": sum(1 for r in rows if r["capped"]),
-        "gates_chosen": sorted({r["gate"] for r in rows}),
-        "gate_reason": power.reason,
-        "disjoint_partitions": disjoint,
-        "strict": strict_rows,
-        "strict_rejections": sum(1 for r in strict_rows if r["verdict"] != "accept"),
-        "strict_mean_regressions": mean(r["regressed"] for r in strict_rows),
-        "resampled": {
-            "decisions": 2 * NOOP_RESAMPLES,
-            "seed": RESAMPLE_SEED,
-            "rejections": resampled,
-            "strict_rejections": strict_resampled,
-            "mean_pairs": mean(resample_pairs),
-        },
-        "predicted": {
-            "rejection_at_group_cap": predicted.rejection,
-            "runs_at_group_cap": predicted.runs,
-            "rejection_at_example_cap": predicted_full.rejection,
-            "runs_at_example_cap": predicted_full.runs,
-        },
-        "power": {
-            "detectable_drop": power.detectable_drop,
-            "no_op_accept": power.no_op_accept,
-            "fixed_runs": power.fixed_runs,
-            "flaky_in_first_round": power.flaky,
-        },
-    }
-
-
-def harmful_study(rec: Recording, gate: GateSpec) -> dict[str, Any]:
-    """Target 2: the baseline's recorded runs against the harmful edit's."""
-    base, harm = rec.arms["baseline"], rec.arms["harmful"]
-    ids = sorted(base)
-    cap = gate.model_copy(update={"max_runs": min(gate.max_runs, rec.runs("baseline"), rec.runs("harmful"))})
-    rows = []
-    for k in range(HARMFUL_REPLAYS):
-        rng = random.Random(f"{HARMFUL_SEED}-{k}")
-        b = {s: shuffled(base[s], rng) for s in ids}
-        h = {s: shuffled(harm[s], rng) for s in ids}
-        rows.append(decision_row(str(k), replay(cap, ids, b, h)))
-    # every recorded run at once: the gate's statistic over all pairs, and a bootstrap over samples
-    n = rec.runs("harmful")
-    whole_base = Outcomes(runs={s: base[s][:n] for s in ids})
-    whole = decide(
-        cap,
-        assess(cap, Outcomes(runs={s: base[s][: cap.first_runs] for s in ids}), ids, power=False).require(),
-        whole_base,
-        Outcomes(runs={s: harm[s][:n] for s in ids}),
-    ).stats
-    return {
-        "gate": cap.model_dump(mode="json"),
-        "edit": rec.settings.get("harmful_edit", {}),
-        "samples": len(ids),
-        "baseline_runs": rec.runs("baseline"),
-        "harmful_runs": n,
-        "seed": HARMFUL_SEED,
-        "replays": rows,
-        "rejected": sum(1 for r in rows if r["verdict"] != "accept"),
-        "early_rejected": sum(1 for r in rows if r["verdict"] == "reject" and not r["capped"]),
-        "all_runs": {
-            "pairs": whole.pairs,
-            "baseline_pass_rate": whole.baseline_pass_rate,
-            "harmful_pass_rate": whole.candidate_pass_rate,
-            "drop": whole.drop,
-            "drop_low": whole.drop_low,
-            "drop_high": whole.drop_high,
-            "bootstrap": effect(dict(base), dict(harm)),
-        },
-    }
 
 
 def recording_notes(rec: Recording) -> dict[str, Any]:
@@ -506,23 +268,6 @@ def run_job(client: Client, spec: CompressSpec) -> JobRun:
     return JobRun(wall, job.id, result.report.model_dump(mode="json"), edits)
 
 
-def stats_of(g: GateStats | None) -> dict[str, Any]:
-    if g is None:
-        return {}
-    return {
-        "gate": g.gate,
-        "drop": g.drop,
-        "drop_low": g.drop_low,
-        "drop_high": g.drop_high,
-        "pairs": g.pairs,
-        "candidate_runs": g.candidate_runs,
-        "baseline_pass_rate": g.baseline_pass_rate,
-        "candidate_pass_rate": g.candidate_pass_rate,
-        "regressed": len(g.regressed),
-        "fixed": len(g.fixed),
-    }
-
-
 def section_rows(spec: CompressSpec, run: JobRun) -> list[dict[str, Any]]:
     """One row per section: tokens, the proposal, the gate's decision and its statistic."""
     report = OptimizationReport.model_validate(run.report)
@@ -552,9 +297,11 @@ def section_rows(spec: CompressSpec, run: JobRun) -> list[dict[str, Any]]:
             saved=row["tokens"] - count_tokens(m.proposed_body, model),
             stats=stats_of(m.gate),
         )
+        from_report(row, m.proposed_body, m.original_body, m.faithfulness, model)
     for r in report.rejected:
         row = by_path[path_str(r.section_path)]
         row.update(outcome=f"rejected ({r.stage})", reason=r.reason, stats=stats_of(r.gate))
+        from_report(row, r.proposed_body, r.original_body, r.faithfulness, model)
     for err in report.proposal_errors:
         row = by_path[path_str(err.path)]
         if err.refused:
@@ -569,123 +316,23 @@ def section_rows(spec: CompressSpec, run: JobRun) -> list[dict[str, Any]]:
     return list(by_path.values())
 
 
-# -- the held-out test split ----------------------------------------------------------------------
-def subset(dataset: Dataset, ids: Sequence[str]) -> Dataset:
-    keep = set(ids)
-    return dataset.model_copy(update={"samples": tuple(s for s in dataset if s.id in keep)})
-
-
-def trial_items(client: Client, job_id: str, expected: int, timeout: float = 60.0) -> list[EvalResult]:
-    """A finished job's per-(sample, run) results. The driver stores a step's rows after it has
-    carried the step's action on, so the last step's rows can land just after the job finished:
-    wait for all ``expected`` of them."""
-    deadline = time.monotonic() + timeout
-    while True:
-        items = [x for x in client.runtime.jobs.trial_items(job_id) if not x.skipped]
-        if len(items) >= expected:
-            return items
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"job {job_id}: {len(items)} of {expected} (sample, run) results stored")
-        time.sleep(0.2)
-
-
-def test_split(
-    client: Client, spec: CompressSpec, full: Dataset, candidate_tag: str, gate: GateSpec
-) -> dict[str, Any]:
-    """``stable`` and ``candidate_tag`` on the test split by measure jobs on the workers, round by
-    round as the gate asks (both arms' first round together), decided by ``decide``."""
-    from optiflow.core.measure.report import MeasureDocument
-    from optiflow.core.measure.spec import MeasureSpec
-
-    ids = list(full.split("test").ids())
-    arms = {"stable": Outcomes(), "candidate": Outcomes()}
-    tags = {"stable": "stable", "candidate": candidate_tag}
-    rounds: list[dict[str, Any]] = []
-
-    def run_round(plans: Mapping[str, Sequence[RunRange]]) -> None:
-        started = time.perf_counter()
-        launched = []
-        for arm, ranges in plans.items():
-            for r in ranges:
-                m = MeasureSpec(
-                    name=f"bench-real-test-{arm}-{len(rounds) + 1}",
-                    prompt=spec.prompt,
-                    dataset=subset(full, r.sample_ids),
-                    check=spec.check,
-                    model=spec.model,
-                    tag=tags[arm],
-                    runs=r.stop - r.start,
-                    split="test",
-                )
-                launched.append((arm, r, client.submit(m)))
-        calls = 0
-        for arm, r, handle in launched:
-            doc = handle.wait(timeout=4 * 3600).raise_for_error().report
-            assert isinstance(doc, MeasureDocument)
-            items = trial_items(client, handle.id, len(r.sample_ids) * (r.stop - r.start))
-            got = {(x.sample_id, x.run): x for x in items}
-            new: dict[str, str] = {}
-            for sid in r.sample_ids:
-                marks = []
-                for run in range(r.stop - r.start):
-                    x = got.get((sid, run))
-                    marks.append(
-                        MISSING if x is None else ERROR if x.error is not None else PASS if x.passed else FAIL
-                    )
-                new[sid] = MISSING * r.start + "".join(marks)
-            arms[arm] = arms[arm].extend(Outcomes(runs=new))
-            calls += len(items)
-        rounds.append({"calls": calls, "wall_s": time.perf_counter() - started})
-
-    first = first_round(gate, ids).baseline
-    run_round({"stable": first, "candidate": first})
-    a = assess(gate, arms["stable"], ids)
-    decision: GateDecision | None = None
-    if a.failure is None:
-        while True:
-            decision = decide(gate, a, arms["stable"], arms["candidate"])
-            say(f"  round {len(rounds)}: {decision.line()}")
-            if decision.decided:
-                break
-            run_round({"stable": decision.plan.baseline, "candidate": decision.plan.candidate})
-
-    def arm_row(o: Outcomes) -> dict[str, Any]:
-        made, passed, errors = o.totals(ids)
-        w = wilson_interval(passed, made)
-        return {
-            "evaluations": made,
-            "passed": passed,
-            "errors": errors,
-            "pass_rate": passed / made if made else 0.0,
-            "wilson": [w.lower, w.upper],
-            "runs": max(o.attempted(s) for s in ids),
-        }
-
-    return {
-        "gate": gate.model_dump(mode="json"),
-        "samples": len(ids),
-        "candidate_tag": candidate_tag,
-        "assessment": {"gate": a.gate, "reason": a.reason, "failure": a.failure},
-        "stable": arm_row(arms["stable"]),
-        "candidate": arm_row(arms["candidate"]),
-        "verdict": decision.verdict if decision else "no evidence",
-        "capped": decision.capped if decision else False,
-        "reason": decision.reason if decision else (a.failure or ""),
-        "stats": stats_of(decision.stats if decision else None),
-        "regressed": list(decision.stats.regressed) if decision else [],
-        "fixed": list(decision.stats.fixed) if decision else [],
-        "rounds": rounds,
-        "outcomes": {"stable": arms["stable"].runs, "candidate": arms["candidate"].runs},
-    }
+def from_report(
+    row: dict[str, Any], proposed: str | None, original: str | None, f: Faithfulness | None, model: str
+) -> None:
+    """The report's own record of a decided proposal (its bodies, its faithfulness verdict and
+    sentence map) over what the checkpoint's edits said."""
+    if proposed is not None:
+        row.update(proposed_body=proposed, proposed_tokens=count_tokens(proposed, model))
+    if original is not None:
+        row["original_body"] = original
+    if f is not None:
+        row["faithfulness"] = f.model_dump(mode="json")
 
 
 # -- targets --------------------------------------------------------------------------------------
-def target(number: int, text: str, measured: str, ok: bool | None) -> dict[str, Any]:
-    return {"number": number, "target": text, "measured": measured, "ok": ok}
-
-
-def verdict(ok: bool | None) -> str:
-    return "NOT RUN" if ok is None else "PASS" if ok else "FAIL"
+def target(number: int, text: str, measured: str, ok: bool | None, applicable: bool = True) -> dict[str, Any]:
+    """``ok`` None: not run; ``applicable`` False: nothing to judge (neither PASS nor FAIL)."""
+    return {"number": number, "target": text, "measured": measured, "ok": ok, "applicable": applicable}
 
 
 def targets(data: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -715,7 +362,8 @@ def targets(data: Mapping[str, Any]) -> list[dict[str, Any]]:
         out.append(
             target(
                 3,
-                f"accepted edits save >= {SAVED_TARGET:.0%} of the mutable sections' tokens",
+                f"accepted edits (strategy `{job['strategy']}`) save >= {SAVED_TARGET:.0%} of the mutable "
+                "sections' tokens",
                 f"{t['saved']} of {t['mutable']} tokens ({t['saved_share']:.1%}), {t['accepted']} edit(s) accepted",
                 t["saved_share"] >= SAVED_TARGET,
             )
@@ -724,17 +372,7 @@ def targets(data: Mapping[str, Any]) -> list[dict[str, Any]]:
         out.append(target(4, "held-out test split: candidate non-inferior to stable", "-", None))
         out.append(target(5, f"test split: stable's Wilson 95% lower bound > {CHANCE:.0%}", "-", None))
     else:
-        s = test["stats"]
-        bound = f"; drop {s['drop']:+.1%}, upper bound {s['drop_high']:+.1%}" if s else ""
-        out.append(
-            target(
-                4,
-                f"held-out test split: candidate non-inferior to stable (paired gate, margin "
-                f"{test['gate']['margin']:.0%}, alpha {test['gate']['alpha']:.0%})",
-                f"{test['verdict']}{' (undecided at the cap)' if test['capped'] else ''}{bound}",
-                test["verdict"] == "accept",
-            )
-        )
+        out.append(held_out_target(test))
         st = test["stable"]
         out.append(
             target(
@@ -748,293 +386,41 @@ def targets(data: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-# -- report ---------------------------------------------------------------------------------------
-def pct(x: float | None, signed: bool = False) -> str:
-    if x is None:
-        return "-"
-    return f"{x:+.1%}" if signed else f"{x:.1%}"
-
-
-def interval(row: Mapping[str, Any]) -> str:
-    return f"{row['drop']:+.1%} [{row['drop_low']:+.1%}, {row['drop_high']:+.1%}]"
-
-
-def decisions_table(rows: Sequence[Mapping[str, Any]], label: str) -> list[str]:
-    lines = [
-        f"| {label} | verdict | pairs / sample | calls (baseline + candidate) | baseline pass | "
-        "candidate pass | drop [95% bounds] | regressed (seed 000's reading) |",
-        "| --- | --- | ---: | --- | ---: | ---: | --- | ---: |",
-    ]
-    for r in rows:
-        v = r["verdict"] + (" (cap)" if r["capped"] else "")
-        lines.append(
-            f"| {r['label']} | {v} | {r['pairs']} | {r['baseline_runs'] + r['candidate_runs']} "
-            f"({r['baseline_runs']} + {r['candidate_runs']}) | {pct(r['baseline_pass_rate'])} | "
-            f"{pct(r['candidate_pass_rate'])} | {interval(r)} | {r['regressed']} |"
-        )
-    return lines
-
-
-def markdown(data: Mapping[str, Any]) -> str:
-    n, rec = data["notes"], data["recording"]
-    lines = [
-        "# optiflow's gate on a real model: SmolLM2-135M-Instruct at temperature 0.7",
-        "",
-        f"Measured {n['date']} on {n['machine']} by `python -m bench.real{' ' + n['args'] if n['args'] else ''}` "
-        f"(`make bench-real` runs it with `--out bench/real_results.md` only), {n['bench_s'] / 60:.1f} minutes in all.",
-    ]
-    if n.get("model"):
-        lines += [
-            f"Model: `{n['gguf']}` served by llama-cpp-python {n['llama_cpp']} (`LocalModelServer`, "
-            f"{n['server_threads']} CPU thread(s), one request at a time, seed {n['server_seed']}), called through "
-            f"litellm {n['litellm']} as `{n['model']}` with `api_base`; params {n['params']}; sections shortened "
-            f"by the same model (params {n['strategy_params']}). Tokens: tiktoken `{n['encoding']}`.",
-        ]
-    lines += [
-        f"Example `examples/review-sentiment`: check `{n['check']}`, eval_runs {n['eval_runs']}, gate "
-        f"{n['gate']}.",
-        f"Recorded runs: `{rec['file']}`, recorded {rec['recorded_at']} (`make record-real`, {rec['runs']} runs "
-        f"per sample, params {rec['params']}, server seed {rec['server_seed']}); it is a recording of this "
-        f"example's prompt: {'yes' if rec['prompt_matches'] else '**NO**'}, dataset: "
-        f"{'yes' if rec['dataset_matches'] else '**NO**'}, model params: {'yes' if rec['params_match'] else '**NO**'}.",
-        "",
-        "## Targets",
-        "",
-        "| # | target | measured | verdict |",
-        "| ---: | --- | --- | --- |",
-        *(
-            f"| {t['number']} | {t['target']} | {t['measured']} | **{verdict(t['ok'])}** |"
-            for t in data["targets"]
-        ),
-    ]
-    lines += noop_markdown(data["noop"])
-    lines += harmful_markdown(data["harmful"])
-    if data.get("job") is not None:
-        lines += job_markdown(data["job"], n)
-    else:
-        lines += ["", "## 3. The compress job", "", "Not run (`--skip-job`)."]
-    if data.get("test") is not None:
-        lines += test_markdown(data["test"])
-    else:
-        lines += ["", "## 4. The held-out test split", "", "Not run (`--skip-job`)."]
-    lines += ["", "## What it printed", "", "```", *data["printed"], "```", ""]
-    return "\n".join(lines)
-
-
-def noop_markdown(z: Mapping[str, Any]) -> list[str]:
-    g, d, p, rs = z["gate"], z["decisions"], z["predicted"], z["resampled"]
-    pairs = [r["pairs"] for r in d]
-    calls = [r["baseline_runs"] + r["candidate_runs"] for r in d]
-    pw = z["power"]
-    return [
-        "",
-        "## 1. No-op edits: the gate replayed over recorded runs of the unchanged prompt",
-        "",
-        f"The recording holds {z['recorded_runs']} runs of each of the {z['samples']} train samples under the "
-        f"unchanged prompt. Each of {z['partitions']} partitions shuffles every sample's runs (seeded "
-        f"`{z['seed']}-<k>`) into two disjoint groups of {z['group_runs']}, A and B. Decision `A->B` reads group A "
-        "as the baseline and group B as the candidate, each in its shuffled order; decision `B'->A'` reads both "
-        "groups backwards with the roles swapped. The gate is the example's (`auto`, margin "
-        f"{g['margin']:.2f}, alpha {g['alpha']:.2f}, beta {g['beta']:.2f}, first round {g['first_runs']} runs, "
-        f"+{g['round_runs']} per round) driven as the workflow drives it (`first_round`, `assess`, `decide` "
-        f"after every round); its cap is {g['max_runs']} runs a side instead of the example's "
-        f"{z['example_max_runs']}, because a group holds {z['group_runs']}: a decision still open there counts "
-        "as a rejection, which can only add rejections. `auto` chose "
-        f"{', '.join(z['gates_chosen'])} every time (first decision: {z['gate_reason']}).",
-        "",
-        f"- **paired: {z['rejections']} of {len(d)} no-op decisions rejected** ({z['early_rejections']} "
-        f"early, {z['capped']} undecided at the cap); **strict (seed 000, {g['first_runs']} runs a side): "
-        f"{z['strict_rejections']} of {len(z['strict'])}**, {z['strict_mean_regressions']:.1f} regressions "
-        "per decision on average",
-        f"- runs per decision: {mean(pairs):.1f} pairs per sample on average (from {min(pairs)} to {max(pairs)}), "
-        f"{mean(calls):.0f} calls (from {min(calls)} to {max(calls)}), both sides counted, the baseline paid "
-        "by each decision (a job shares it between its candidates)",
-        f"- independence: each decision alone is an exact replay of a live no-op decision (its two sides read "
-        "disjoint runs, assigned without looking at them), but the decisions are not independent of each other. "
-        "Decisions of different partitions resample the same recorded runs. The two decisions of a partition "
-        f"read its groups from opposite ends: they used no run in common in {z['disjoint_partitions']} of "
-        f"{z['partitions']} partitions. So **at most 2 of the {len(d)} decisions are independent** (the two of "
-        "one such partition); by construction, with up to "
-        f"{z['group_runs']} runs a side allowed per decision, only 1 is.",
-        f"- the rejection rate this recording gives, over {rs['decisions']} decisions of more partitions (seeded "
-        f"`{rs['seed']}-<k>`; not a target): paired {rs['rejections'] / rs['decisions']:.1%} "
-        f"({rs['rejections']}), {rs['mean_pairs']:.1f} pairs per sample on average; strict "
-        f"{rs['strict_rejections'] / rs['decisions']:.1%}",
-        f"- the gate's own prediction from the per-sample rates of all {z['recorded_runs']} runs: a no-op is "
-        f"rejected with probability {p['rejection_at_group_cap']:.1%} at this cap "
-        f"({p['runs_at_group_cap']:.1f} runs a side), {p['rejection_at_example_cap']:.1%} at the example's "
-        f"({p['runs_at_example_cap']:.1f} runs a side)",
-        f"- what the gate states after the first decision's first round (`assess`): smallest drop told from no drop "
-        f"at 5% / 5% {pct(pw['detectable_drop'])}; no-op accepted with probability {pct(pw['no_op_accept'])}; a "
-        f"fixed design would need {pw['fixed_runs']} runs a side; {pw['flaky_in_first_round']} of "
-        f"{z['samples']} samples flaky in {g['first_runs']} runs",
-        "",
-        *decisions_table(d, "decision (paired)"),
-        "",
-        "| decision (strict) | verdict | regressions | calls (baseline + candidate) |",
-        "| --- | --- | ---: | --- |",
-        *(
-            f"| {r['label']} | {r['verdict']} | {r['regressed']} | {r['baseline_runs'] + r['candidate_runs']} "
-            f"({r['baseline_runs']} + {r['candidate_runs']}) |"
-            for r in z["strict"]
-        ),
-    ]
-
-
-def harmful_markdown(h: Mapping[str, Any]) -> list[str]:
-    g, w = h["gate"], h["all_runs"]
-    boot = w["bootstrap"]
-    edit = h["edit"]
-    pairs = [r["pairs"] for r in h["replays"]]
-    return [
-        "",
-        "## 2. A harmful edit: the gate replayed over recorded runs of the edit",
-        "",
-        f"The harmful edit replaces the `{'.'.join(edit.get('path', []))}` section with six worked examples, "
-        "clearly positive and clearly negative reviews, each answered `neutral`: no answer then holds the expected "
-        f"label. Recorded: {h['baseline_runs']} runs of the unchanged prompt and {h['harmful_runs']} of the edit "
-        f"on each of the {h['samples']} train samples. Each replay shuffles every sample's runs of both (seeded "
-        f"`{h['seed']}-<k>`) and reads them in that order; the gate is the example's, max_runs {g['max_runs']}. The "
-        "replays share the recorded runs, so they are not independent of each other.",
-        "",
-        f"- **rejected in {h['rejected']} of {len(h['replays'])} replays** ({h['early_rejected']} early: the "
-        f"reject e-process crossed 1/beta), after {mean(pairs):.1f} pairs per sample on average (from "
-        f"{min(pairs)} to {max(pairs)})",
-        f"- the drop (baseline - edit) over the first {w['pairs']} recorded runs of both: baseline "
-        f"{pct(w['baseline_pass_rate'])}, edit {pct(w['harmful_pass_rate'])}: **{w['drop']:+.1%}**, anytime-valid "
-        f"95% bounds [{w['drop_low']:+.1%}, {w['drop_high']:+.1%}] (the gate's e-processes over all {w['pairs']} "
-        f"pairs); over every recorded run, the edit's effect (edit - baseline, paired by sample) "
-        f"{boot['mean_difference']:+.1%}, bootstrap 95% over samples [{boot['bootstrap95_over_samples'][0]:+.1%}, "
-        f"{boot['bootstrap95_over_samples'][1]:+.1%}], {boot['samples_worse']} samples worse, "
-        f"{boot['samples_better']} better",
-        "",
-        *decisions_table(h["replays"], "replay"),
-    ]
-
-
-def job_markdown(job: Mapping[str, Any], n: Mapping[str, Any]) -> list[str]:
-    rep, s, t = job["report"], job["report"]["stats"], job["tokens"]
-    a = rep.get("assessment") or {}
-    lines = [
-        "",
-        "## 3. The compress job (train split, real Celery workers on Redis)",
-        "",
-        f"`examples/review-sentiment`'s job on {job['samples']} train samples, its own gate ({n['gate']}), "
-        f"1 eval worker x {job['concurrency']} threads, 1 control worker. Evaluations count every evaluate task; "
-        "the server answers one request at a time, so calls/s is the server's.",
-        "",
-        f"- gate used: **{rep.get('gate')}** ({a.get('reason', '-')}); baseline pass rate "
-        f"{pct(rep['baseline_pass_rate'])}, {a.get('flaky', '-')} of {job['samples']} samples flaky in the first "
-        f"round; smallest drop the run budget can detect {pct(a.get('detectable_drop'))}; a no-op accepted "
-        f"with probability {pct(a.get('no_op_accept'))}",
-        f"- wall {job['wall_s']:.0f} s; evaluations {s['evaluations']}; model calls {s['model_calls']} + "
-        f"{s['proposal_calls']} proposals ({job['calls_per_s']:.2f}/s); cache hits {s['cache_hits']}; fail-fast "
-        f"skips {s['fail_fast_skipped']}; errors {s['errors']}; steps {s['steps']}",
-        f"- **saved {t['saved']} of the {t['mutable']} tokens of the mutable sections ({t['saved_share']:.1%})**; "
-        f"the report's total_token_reduction {rep['total_token_reduction']}; the whole prompt "
-        f"{t['total']} section tokens",
-    ]
-    if rep.get("combined"):
-        c = rep["combined"]
-        lines.append(
-            f"- all accepted edits together: drop {c['drop']:+.1%} [{c['drop_low']:+.1%}, {c['drop_high']:+.1%}], "
-            f"{c['pairs']} pairs per sample"
-        )
-    lines += [
-        "",
-        "| section | tokens | proposed | outcome | drop [95% bounds] | pairs / sample | candidate pass | saved |",
-        "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: |",
-    ]
-    for row in job["sections"]:
-        st = row.get("stats") or {}
-        lines.append(
-            f"| `{row['section']}` | {row['tokens']} | {row.get('proposed_tokens', '-')} | {row['outcome']} | "
-            f"{interval(st) if st else '-'} | {st.get('pairs', '-')} | {pct(st.get('candidate_pass_rate'))} | "
-            f"{row['saved']} |"
-        )
-    lines.append(f"| **mutable** | {t['mutable']} | | | | | | **{t['saved']}** ({t['saved_share']:.1%}) |")
-    reasons = [(row["section"], row["reason"]) for row in job["sections"] if row.get("reason")]
-    if reasons:
-        lines += ["", *(f"- `{sec}`: {why}" for sec, why in reasons)]
-    ab = rep.get("ablation")
-    if ab:
-        st = ab.get("stats") or {}
-        lines += [
-            "",
-            f"- **ablation** (every mutable section emptied, -{ab['tokens']} tokens): "
-            f"{'noticed (rejected)' if ab['noticed'] else 'NOT noticed (non-inferior)'}; "
-            f"drop {interval(st) if st else '-'}, {st.get('pairs', '-')} pairs per sample; {ab['reason']}",
-        ]
-    lines += ["", "### Every proposal, original and proposal side by side", ""]
-    lines.append(
-        f"Strategy: `{job.get('strategy', '-')}`. Outcome as in the table above; faithfulness as measured."
+def held_out_target(test: Mapping[str, Any]) -> dict[str, Any]:
+    """Target 4: non-inferior on the test split; not applicable when the job accepted nothing."""
+    g = test["gate"]
+    text = (
+        f"held-out test split: candidate non-inferior to stable (paired gate, margin {g['margin']:.0%}, "
+        f"alpha {g['alpha']:.0%})"
     )
-    for row in job["sections"]:
-        if row.get("proposed_body") is None:
+    if not test.get("comparison", True):
+        return target(4, text, test["reason"], None, applicable=False)
+    s = test["stats"]
+    bound = f"; drop {s['drop']:+.1%}, upper bound {s['drop_high']:+.1%}" if s else ""
+    if test["verdict"] in ("stalled", "no evidence"):
+        measured = f"{test['verdict']}: {test['reason']}{bound}"
+    else:
+        measured = f"{test['verdict']}{' (undecided at the cap)' if test['capped'] else ''}{bound}"
+    return target(4, text, measured, test["verdict"] == "accept")
+
+
+def beside(out: Path, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The results of the other compress strategies in ``out``'s folder (``real_results*.json``
+    whose job ran another strategy), each in a few numbers, for the markdown's side-by-side table."""
+    mine = strategy_of(data)
+    rows: list[dict[str, Any]] = []
+    if not mine:
+        return rows
+    for path in sorted(out.parent.glob("real_results*.json")):
+        if path.resolve() == out.with_suffix(".json").resolve():
             continue
-        f = row.get("faithfulness") or {}
-        measured = (
-            f" · faithfulness: support {pct(f.get('support'))}, coverage {pct(f.get('coverage'))}"
-            if f
-            else ""
-        )
-        lines += [
-            "",
-            f"**`{row['section']}`** — {row['outcome']}{measured}",
-            "",
-            "| original | proposal |",
-            "| --- | --- |",
-            f"| {cell(row.get('original_body', ''))} | {cell(row['proposed_body'])} |",
-        ]
-    return lines
-
-
-def cell(text: str) -> str:
-    """A body as one markdown table cell (line breaks kept as <br>)."""
-    return "<br>".join(" ".join(line.split()) for line in text.splitlines()).replace("|", "\\|")
-
-
-def test_markdown(t: Mapping[str, Any]) -> list[str]:
-    g, s = t["gate"], t["stats"]
-
-    def row(label: str, x: Mapping[str, Any]) -> str:
-        return (
-            f"| {label} | {x['runs']} | {x['evaluations']} | {pct(x['pass_rate'])} | {pct(x['wilson'][0])} to "
-            f"{pct(x['wilson'][1])} | {x['errors']} |"
-        )
-
-    lines = [
-        "",
-        "## 4. The held-out test split, before and after",
-        "",
-        f"`stable` (no overrides) and `{t['candidate_tag']}` (the job's accepted edits, applied) on the "
-        f"{t['samples']} test samples, by measure jobs on the workers, round by round as the paired gate asks "
-        f"(first round {g['first_runs']} runs each, then +{g['round_runs']}, at most {g['max_runs']}): the same "
-        "runs each, paired per sample, decided by `decide` (margin "
-        f"{g['margin']:.2f}, alpha {g['alpha']:.2f}). Wilson intervals are over evaluations.",
-        "",
-        "| measured | runs / sample | evaluations | pass rate | Wilson 95% | errors |",
-        "| --- | ---: | ---: | ---: | --- | ---: |",
-        row("`stable`", t["stable"]),
-        row(f"`{t['candidate_tag']}`", t["candidate"]),
-        "",
-        f"- **{t['verdict']}**{' (undecided at the cap)' if t['capped'] else ''}: {t['reason']}",
-    ]
-    if s:
-        lines.append(
-            f"- paired difference (stable - candidate): {s['drop']:+.1%}, anytime-valid 95% bounds "
-            f"[{s['drop_low']:+.1%}, {s['drop_high']:+.1%}] over {s['pairs']} pairs per sample; non-inferior "
-            f"when the upper bound is under {g['margin']:.0%}"
-        )
-    lines.append(
-        f"- regressed (passed every stable run, not every candidate run): {len(t['regressed'])} {t['regressed']}; "
-        f"fixed: {len(t['fixed'])} {t['fixed']}"
-    )
-    lines.append(
-        f"- rounds: {len(t['rounds'])}, "
-        + ", ".join(f"{r['calls']} calls in {r['wall_s']:.0f} s" for r in t["rounds"])
-    )
-    return lines
+        try:
+            other = json.loads(path.read_text())
+            if strategy_of(other) not in ("", mine):
+                rows.append({"file": f"`{path.name}`", **strategy_row(other)})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # not a results file of this bench
+    return rows
 
 
 # -- main -----------------------------------------------------------------------------------------
@@ -1077,7 +463,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "real_results.md")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the results file (default bench/real_results.md; with --strategy other than the example's, "
+        "bench/real_results_<strategy>.md); its .json beside it",
+    )
     parser.add_argument("--skip-job", action="store_true", help="the replays only (no model)")
     parser.add_argument(
         "--samples", type=int, default=0, help="a balanced subset of N train samples (quick try)"
@@ -1098,8 +490,15 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4, help="threads of the eval worker")
     parser.add_argument("--from-json", type=Path, help="only re-render the .md from a results .json")
     args = parser.parse_args()
+    if args.out is None:
+        example = load_job(EXAMPLE)
+        assert isinstance(example, CompressSpec)
+        suffix = "" if args.strategy in ("job", example.strategy.type) else f"_{args.strategy}"
+        args.out = ROOT / "bench" / f"real_results{suffix}.md"
     if args.from_json:
-        args.out.write_text(markdown(json.loads(args.from_json.read_text())))
+        loaded = json.loads(args.from_json.read_text())
+        loaded["beside"] = beside(args.out, loaded)
+        args.out.write_text(markdown(loaded))
         print(f"wrote {args.out}")
         return
     if args.samples and args.max_runs is None:
@@ -1150,9 +549,10 @@ def main() -> None:
     data["targets"] = targets(data)
     say("targets:")
     for t in data["targets"]:
-        say(f"  {t['number']}. {verdict(t['ok']):7} {t['target']}: {t['measured']}")
+        say(f"  {t['number']}. {verdict(t):7} {t['target']}: {t['measured']}")
     notes["bench_s"] = time.perf_counter() - started
     data["printed"] = say.out
+    data["beside"] = beside(args.out, data)
     args.out.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
     args.out.write_text(markdown(data))
     print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
@@ -1204,24 +604,10 @@ def model_part(
                 say("  compress job ...")
                 run = run_job(client, spec)
                 job = job_result(spec, run, args)
-                applied = client.apply(
-                    run.job_id, tag="bench-candidate", description="bench-real: the job's edits"
-                )
-                tag = "bench-candidate" if applied is not None else "stable"
-                say(
-                    f"  test split: stable vs {tag}"
-                    f"{' (applied ' + applied.version.version + ')' if applied and applied.version else ''}"
-                    f"{' (nothing accepted: the candidate is stable)' if applied is None else ''} ..."
-                )
-                test = test_split(client, spec, full, tag, test_gate)
-                st, ca = test["stable"], test["candidate"]
-                say(
-                    f"  stable {st['pass_rate']:.1%} [{st['wilson'][0]:.1%}, {st['wilson'][1]:.1%}] ({st['evaluations']} "
-                    f"evals), candidate {ca['pass_rate']:.1%} [{ca['wilson'][0]:.1%}, {ca['wilson'][1]:.1%}] "
-                    f"({ca['evaluations']}): {test['verdict']}{' (cap)' if test['capped'] else ''}"
-                )
+                test = held_out_part(client, run.job_id, spec, full, test_gate)
     notes.update(
         model=spec.model.model,
+        strategy=spec.strategy.type,
         gguf=find_gguf().name,
         llama_cpp=version("llama-cpp-python"),
         litellm=version("litellm"),
@@ -1238,6 +624,34 @@ def model_part(
         gate=gate_line(gate),
     )
     return job, test
+
+
+def held_out_part(
+    client: Client, job_id: str, spec: CompressSpec, full: Dataset, gate: GateSpec
+) -> dict[str, Any]:
+    """Targets 4 and 5: the job's accepted edits applied to ``bench-candidate`` and compared with
+    ``stable`` on the test split; when it accepted nothing, ``stable`` alone (nothing to compare)."""
+    client.reference_runs = 0  # no drift reference measure of the applied tag: the bench measures it
+    applied = client.apply(job_id, tag=CANDIDATE_TAG, description="bench-real: the job's edits")
+    if applied is None:
+        say(f"  test split: {NOTHING_ACCEPTED}; stable alone, {gate.max_runs} runs of each sample ...")
+        test = heldout(client, spec, full, None, gate, say)
+    else:
+        version = f" (applied {applied.version.version})" if applied.version else ""
+        say(f"  test split: stable vs {CANDIDATE_TAG}{version} ...")
+        test = heldout(client, spec, full, CANDIDATE_TAG, gate, say)
+    say(f"  {held_out_line(test)}")
+    return test
+
+
+def held_out_line(test: Mapping[str, Any]) -> str:
+    def arm(x: Mapping[str, Any]) -> str:
+        return f"{x['pass_rate']:.1%} [{x['wilson'][0]:.1%}, {x['wilson'][1]:.1%}] ({x['evaluations']} evals)"
+
+    line = f"stable {arm(test['stable'])}"
+    if test["candidate"] is not None:
+        line += f", candidate {arm(test['candidate'])}"
+    return f"{line}: {test['verdict']}{' (cap)' if test['capped'] else ''}"
 
 
 def job_result(spec: CompressSpec, run: JobRun, args: argparse.Namespace) -> dict[str, Any]:
