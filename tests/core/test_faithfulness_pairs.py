@@ -1,17 +1,24 @@
-"""The faithfulness check on its labelled suite of issue 31 (``faithfulness_pairs.jsonl``, 160
-pairs, a fixed tune / held-out split): accuracy and the confusion table on each half, printed.
+"""The faithfulness check on its labelled suite of issue 31: accuracy and the confusion table on
+every set, printed. The sets, in the order they were written:
 
-The held-out pairs were written and labelled before the check was first run on them; its first
-run gave 86.3% (82/95). The check was then changed after reading its errors on *both* halves (the
-report of issue 31 lists what): the held-out number below is no longer an independent estimate.
-So a second held-out set (``held-out-2``, 39 pairs) was written and labelled after the check was
-frozen and committed before it ran on them: its 79.5% (31/39; 6 meaning-changing pairs accepted)
-is the independent estimate. The issue's targets (>= 95% accuracy, no meaning-changing pair of
-the listed kinds accepted, >= 90% of honest compressions accepted) are not met:
-``test_the_issues_targets`` says so as an expected failure, and the floors below keep what was
-reached.
+- ``tune`` (65) and ``held-out`` (95), ``faithfulness_pairs.jsonl``: written alongside the check;
+  held-out gave 86.3% on its first run, then the rules were corrected after reading both.
+- ``held-out-2`` (39): written after the rules were frozen, committed before they ran: 79.5%.
+- ``held-out-3`` (60), ``held-out-4`` (70, new domains) and ``held-out-5`` (80, new domains):
+  each written and labelled by a session that never read the check (nor, for -4 and -5, the
+  earlier pairs), committed before the check first ran on it. Their first runs are each round's
+  independent estimate: held-out-3 80.0% on the check of 6168341; held-out-4 67.1% on the third
+  round's check; held-out-5 72.5% on the fourth round's (28 honest: 16 accepted; 52 meaning
+  changes: 10 accepted). After each first run the rules were corrected on that set's errors too,
+  so every number printed here but held-out-5's is no longer independent.
+
+Labels follow issue 31's rules, which the default check enforces: three pairs of the first suite
+were relabelled to them after the second round (#72 drops a sentence stating a number, #82 drops
+the scope "that cannot be delivered", #108 drops a placeholder). The issue's targets (>= 95%
+accuracy, no meaning-changing pair of the listed kinds accepted, >= 90% of honest compressions
+accepted) are not met on pairs the rules were not shaped on: ``test_the_issues_targets`` says so as
+an expected failure, and the floors below keep what was reached.
 """
-
 from __future__ import annotations
 
 from collections import Counter
@@ -74,14 +81,14 @@ def test_accuracy_on_each_half() -> None:
     held = _report("held-out", HELD_OUT)
     fresh = _report("held-out-2 (written after the check was frozen)", HELD_OUT_2)
     third = _report("held-out-3 (written by a session that never read the check)", HELD_OUT_3)
-    assert accuracy(fresh) >= 0.79
+    assert accuracy(fresh) >= 0.97
     fourth = _report("held-out-4 (new domains, written by a session that never read the check)", HELD_OUT_4)
-    assert accuracy(third) >= 0.80
+    assert accuracy(third) >= 0.93
     fifth = _report("held-out-5 (new domains, written by a session that never read the check)", HELD_OUT_5)
-    assert accuracy(fourth) >= 0.67
+    assert accuracy(fourth) >= 0.81
     assert accuracy(fifth) >= 0.72
-    assert accuracy(tune) >= 0.86
-    assert accuracy(held) >= 0.91
+    assert accuracy(tune) >= 0.95
+    assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
 
 

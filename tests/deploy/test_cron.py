@@ -207,8 +207,11 @@ def test_crontab_lines_under_cron_environment(
     measure, compress = command_for(commands, "measure.yaml"), command_for(commands, "job.yaml")
 
     # 0 and 0: the nightly measure job is at or above its floor; the weekly compress job completed
-    # with accepted changes, and --apply wrote them to stable
-    ok, applied = cron.together((measure, {}), (compress, {}))
+    # with accepted changes, and --apply wrote them to stable. One after the other: an apply
+    # measures the tag it wrote as its drift reference, so a nightly measure that ends after it
+    # (on a loaded machine) would rightly report "the prompt changed since the reference".
+    ok = cron.run(measure)
+    applied = cron.run(compress)
     print(
         f"\nmeasure and compress --apply under cron's environment: {ok.seconds:.1f}s, {applied.seconds:.1f}s"
     )
