@@ -88,6 +88,9 @@ class Clause:
     only: bool = False
     direction: str = ""
     """A comparison it states: "<" (below, under, at most, within, not more than) or ">"."""
+    comparisons: list[tuple[str, bool]] = field(default_factory=list)
+    """Every comparison it states ("3 hours or more ... within 48 hours": both), each with whether
+    a negation stands just before it."""
     compared: str = ""
     """The comparison as written."""
     flipped: bool = False
@@ -150,7 +153,7 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
                 clause.only = True
             if not start and tok[0].isupper() and not tok.isupper() and tok.isalpha() and len(tok) >= 3:
                 out.names.setdefault(low, tok)
-        start = False
+        start = start and tok.isdigit()  # "2. Get the incident date": the item's number, then its start
         prev = low
         k = kind(tok)
         if k[0] in ("word", "exc", "avoid") and low not in STOPWORDS and low not in EXCEPT:
@@ -174,6 +177,8 @@ def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str) -> None:
         out.hedges.add(low)
     more = low in MORE or (low == "least" and prev == "at")
     less = low in LESS or (low == "most" and prev == "at")
+    if (more or less) and len(clause.comparisons) < CLAUSES:
+        clause.comparisons.append(("<" if less else ">", bool(clause.negation) and len(clause.scope) <= 2))
     if (more or less) and not clause.direction:
         clause.direction, clause.compared = ("<" if less else ">"), tok
         clause.flipped = (
@@ -188,6 +193,13 @@ def _effective(c: Clause) -> str:
     if not c.direction:
         return ""
     return c.direction if not _flips(c) else ("<" if c.direction == ">" else ">")
+
+
+def _directions(c: Clause) -> set[str]:
+    """Every comparison of the clause, each turned round by a negation just before it (unless a
+    second negation cancels it)."""
+    odd = c.negations % 2 == 1
+    return {(">" if d == "<" else "<") if (turned and odd) else d for d, turned in c.comparisons}
 
 
 def _flips(c: Clause) -> bool:
@@ -252,7 +264,7 @@ def direction(proposal: Read, sources: Sequence[Read]) -> str:
             elif n == best and n:
                 tied.append(o)
         mine = _effective(c)
-        if best >= min(MIN_SHARED, len(c.words)) and tied and all(_effective(o) != mine for o in tied):
+        if best >= min(MIN_SHARED, len(c.words)) and tied and all(mine not in _directions(o) for o in tied):
             return f"changes the comparison {tied[0].compared!r} to {c.compared!r}"
     return ""
 

@@ -39,7 +39,7 @@ from typing import Literal
 
 from optiflow.core import clauses
 from optiflow.core.base import Frozen
-from optiflow.core.reading import Reader, Sentence, tokenize
+from optiflow.core.reading import EXAMPLE_LEADS, Reader, Sentence, tokenize
 from optiflow.core.sentences import examples, sentences
 
 COMMON = 24
@@ -287,24 +287,21 @@ def _join_marked(
 ) -> None:
     """A proposal sentence's number, code or label joins its sources the original sentence that
     states it, when the proposal sentence shares that sentence's words (:func:`_shares`)."""
-    where_marked: dict[str, int] = {}
-    times_marked: dict[str, int] = defaultdict(int)
+    where_marked: dict[str, list[int]] = defaultdict(list)
     for i, o in enumerate(orig):
         for key in o.markers:
-            if key.startswith(("num:", "code:", "label:")):
-                where_marked.setdefault(key, i)
-                times_marked[key] += 1
+            if key.startswith(("num:", "code:", "label:")) and len(where_marked[key]) <= MARKER_SOURCES:
+                where_marked[key].append(i)
     for j, p in enumerate(prop):
         have = {k for i in sources[j] for k in orig[i].markers}
         known = {w for i in sources[j] for w in orig[i].words}
-        extra = {
-            where_marked[k]
-            for k in p.markers
-            if k not in have
-            and k in where_marked
-            and where_marked[k] not in sources[j]
-            and _shares(orig[where_marked[k]], p, known, times_marked[k] == 1)
-        }
+        extra: set[int] = set()
+        for k in p.markers:
+            stating = where_marked.get(k, [])
+            if k in have and not k.startswith(("code:", "num:")):
+                continue  # a label stated everywhere ("positive") does not pull its sentences in
+            once = len(stating) == 1
+            extra.update(i for i in stating if i not in sources[j] and _shares(orig[i], p, known, once))
         if extra and sources[j]:
             sources[j] = tuple(sorted({*sources[j], *sorted(extra)[:MARKER_SOURCES]}))
             union = {w for i in sources[j] for w in orig[i].words}
@@ -325,7 +322,7 @@ def provenance(
     prop = [reader.read(t) for t in prop_texts]
     for s in (*orig, *prop):
         if s.text in orig_texts.answers or s.text in prop_texts.answers:
-            s.lead = "answer:"  # an example with its answer: the label is the example's, no rule
+            s.lead, s.example = "answer:", True  # an example with its answer: it shows a rule
             s.words = {w for w in s.words if not w.startswith("=")}  # its example finds its source
     orig_clauses = [clauses.read(tokenize(t), reader.cached) for t in orig_texts]
     prop_clauses = [clauses.read(tokenize(t), reader.cached) for t in prop_texts]
@@ -345,8 +342,11 @@ def provenance(
         gone = _lost(srcs, [p])
         for key, shown in _lost([p], srcs):
             kind = key.split(":", 1)[0]
-            if key == "neg" and clauses.cancelled(prop_clauses[j]):
-                continue  # "not ... without": two negations, one rule told positively
+            if key == "neg" and (
+                clauses.cancelled(prop_clauses[j])
+                or clauses.traded(prop_clauses[j], [orig_clauses[i] for i in src])
+            ):
+                continue  # "not ... without": two negations; "never exceed 10" for "at most 10"
             lost_code = any(k.startswith("code:") for k, _ in gone)
             if kind == "code" and not any(c.isdigit() for c in key) and not lost_code:
                 continue  # an acronym of the original's words ("GDPR"): new letters, same thing
@@ -379,6 +379,8 @@ def provenance(
         made = [prop[j] for j in js]
         o = orig[i]
         ruled = o.defines or bool(o.rule)
+        if o.lead.startswith(EXAMPLE_LEADS):
+            continue  # an example's details ("e.g. 'SW1A 1AA'"); what the proposal adds is checked above
         for key, shown in _lost([o], made):
             if key.startswith("label:") and not ruled:
                 continue  # a label as a word of a description ("many negative reviews")
@@ -416,7 +418,18 @@ def provenance(
             status.append("merged")
         else:
             status.append("kept")
-    smap = SentenceMap(
+    return _map(orig, prop, status, into, sources, supports), findings[:FINDINGS]
+
+
+def _map(
+    orig: Sequence[Sentence],
+    prop: Sequence[Sentence],
+    status: Sequence[Literal["kept", "merged", "dropped"]],
+    into: Sequence[Sequence[int]],
+    sources: Sequence[tuple[int, ...]],
+    supports: Sequence[float],
+) -> SentenceMap:
+    return SentenceMap(
         original=tuple(
             OriginalSentence(text=_short(o.text), status=st, into=tuple(js[:MAP_LIMIT]), rule=o.rule)
             for o, st, js in zip(orig[:MAP_LIMIT], status, into, strict=False)
@@ -429,7 +442,6 @@ def provenance(
         proposal_count=len(prop),
         min_support=round(min(supports, default=1.0), 4),
     )
-    return smap, findings[:FINDINGS]
 
 
 __all__ = [

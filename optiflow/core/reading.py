@@ -71,6 +71,8 @@ class Sentence:
     """An instruction verb opening a later clause ("When a customer asks, reply ..."): an order."""
     defines: bool = False
     """It states a label as a verdict ("is positive", "as negative", "positive:")."""
+    example: bool = False
+    """An example with its answer line ("Input: ... Output: RFD-201"): it shows a rule, it is none."""
     addressed: bool = False
     """It speaks to the assistant ("you", "your"): "always" there is an order, not a habit ("it
     has always prided itself")."""
@@ -80,7 +82,7 @@ class Sentence:
         """What makes it a rule (empty: none): its first prohibition, exception, restriction,
         number or code; its modal obligation; an order (:data:`ORDERS`); a label it states (not in
         an example answer line such as ``Answer: ...``)."""
-        if self.lead.startswith(EXAMPLE_LEADS):
+        if self.lead.startswith(EXAMPLE_LEADS) or self.example:
             return ""  # "For example, a post ... must be removed with MOD-DOX": an example of a rule
         for key, shown in self.markers.items():
             kind = key.split(":", 1)[0]
@@ -234,8 +236,11 @@ class Reader:
                 else:
                     s.plain.add(value)
                 words.add(value)
-                if "-" in low:  # "in-stock" keeps "stock"; "admin-console" "console"
+                if "-" in low:  # "in-stock" keeps "stock"; "admin-console" "console"; "VIP-list" "VIP"
                     words.update(stem(w) for w in low.split("-") if len(w) > 2 and w not in STOPWORDS)
+                    for part in tokens[i].split("-"):
+                        if len(part) > 1 and part.isupper() and part not in EMPHASIS:
+                            markers.setdefault(f"code:{part}", part)
                 if bind:
                     segments[-1][1].add(value)
                 i += 1

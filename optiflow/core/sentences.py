@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from itertools import pairwise
 
-from optiflow.core.vocabulary import EXAMPLE_LINE
+from optiflow.core.vocabulary import EXAMPLE_LINE, INPUT_LINE
 
 _END = re.compile(
-    r"\n[ \t]*(?:\n|(?=[-*\u2022][ \t]|\d{1,3}[.)][ \t]))"
+    r"\n[ \t]*(?:\n|(?=[-*\u2022][ \t]|\d{1,3}[.)][ \t]|[A-Z][\w ]{0,20}:))"
     r"|(?:(?<=[.!?])|(?<=[.!?][\"')\]\u201d]))[ \t\n]+(?![ \t\na-z])|(?<=;)[ \t\n]+(?![ \t\n])"
 )
 MAX_SENTENCE = 1000
@@ -30,7 +31,7 @@ def sentences(text: str) -> list[str]:
     matches start only at a line break or after a fixed-width lookbehind: linear."""
     out: list[str] = []
     pending = ""
-    for raw in _END.split(text):
+    for raw in _END.split(_line_breaks(text)):
         part = " ".join(raw.split())
         if not part:
             continue
@@ -76,7 +77,35 @@ def examples(texts: Sequence[str]) -> Examples:
             out.answers.add(out[-1])
         else:
             out.append(t)
+            if colon and head.strip().lower() in INPUT_LINE and _answered(t):
+                out.answers.add(t)  # 'Input: "..." Output: RFD-201' on one line
     return out
+
+
+SHORT_LINE = 60
+"""A line shorter than this that ends without punctuation, followed by a line opening with a
+capital, is a line of its own (a list item, an example's answer), not prose wrapped."""
+
+
+def _line_breaks(text: str) -> str:
+    """``text`` with a blank line after each short unpunctuated line that a capitalised line
+    follows ("Output: FAIL" / "An applicant passes only if ..."): one pass over the lines."""
+    if "\n" not in text:
+        return text
+    lines = text.split("\n")
+    out = [lines[0]]
+    for prev, line in pairwise(lines):
+        end = prev.rstrip()
+        if end and len(end) < SHORT_LINE and end[-1].isalnum() and line.lstrip()[:1].isupper():
+            out.append("")
+        out.append(line)
+    return "\n".join(out)
+
+
+def _answered(text: str) -> bool:
+    """An example line that carries its own answer after the input ("Input: ... Output: X")."""
+    low = text[:MAX_SENTENCE].lower()
+    return any(f" {w}:" in low for w in EXAMPLE_LINE)
 
 
 def _chunks(text: str) -> list[str]:

@@ -16,7 +16,10 @@ ONLY = frozenset({"only", "solely", "exclusively"})
 STRONG = frozenset({"must", "always", "shall", "required", "mandatory", "never"})
 SHOULD = frozenset({"should", "recommended"})
 PERMIT = frozenset({"may", "optional", "optionally", "allowed"})
-EMPHASIS = frozenset({"IMPORTANT", "NOTE", "NEVER", "ALWAYS", "MUST", "NOT", "DO", "ONLY", "OK", "NO", "I"})
+EMPHASIS = frozenset(
+    """IMPORTANT NOTE NEVER ALWAYS MUST NOT DO ONLY OK NO I IF THEN ELSE AND OR WHEN ALL ANY NONE""".split()  # noqa: SIM905
+)
+"""Words written in capitals for emphasis or as a rule table's keywords, not codes."""
 UNITS = frozenset(
     """second minute hour day week month year percent % word character sentence token line item star
     time euro dollar pound usd eur gbp kg km cm mb gb kb page paragraph point bullet attempt
@@ -34,7 +37,16 @@ PROHIBIT = frozenset({"never", "avoid", "refrain"})
 AUXILIARY = frozenset({"do", "does", "must", "should", "shall", "may", "can", "need", "to"})
 VERDICT = frozenset({"is", "are", "as", "be", "label", "answer", "reply", "return", "output", "mark"})
 LEADERS = frozenset({"please", "always", "also", "then", "finally", "first", "now", "just", "only"})
-EXAMPLE_LINE = frozenset({"answer", "output", "label", "a", "assistant", "response", "sentiment", "result"})
+EXAMPLE_LINE = frozenset(
+    """answer output label a assistant response sentiment result tags tag category class intent labels
+    verdict decision priority route""".split()  # noqa: SIM905
+)
+"""The leaders of an example's answer line ("Answer:", "Output:", "Tags:")."""
+INPUT_LINE = frozenset(
+    """input text review user customer message q question email example query ticket claim post
+    comment request""".split()  # noqa: SIM905
+)
+"""The leaders of an example's input line ("Input:", "Review:", "User:")."""
 NUMBER_WORDS = {
     w: str(i)
     for i, w in enumerate(
@@ -43,6 +55,16 @@ NUMBER_WORDS = {
     )
 }
 NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "single": "1"})
+NUMBER_WORDS.update(
+    {
+        w: str(i)
+        for i, w in enumerate(
+            "third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth".split(),  # noqa: SIM905
+            start=3,
+        )
+    }
+)
+"""Ordinals from "third" ("a fourth" is "a 4th"); "first" and "second" are other words too."""
 SEPARATORS = frozenset({",", ";", ":", "and", "or", "but", "while", "whereas", "(", ")"})
 QUOTES = frozenset({'"', "\u201c", "\u201d"})
 STOPWORDS = frozenset(

@@ -19,6 +19,7 @@ accuracy, no meaning-changing pair of the listed kinds accepted, >= 90% of hones
 accepted) are not met on pairs the rules were not shaped on: ``test_the_issues_targets`` says so as
 an expected failure, and the floors below keep what was reached.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -86,7 +87,7 @@ def test_accuracy_on_each_half() -> None:
     assert accuracy(third) >= 0.93
     fifth = _report("held-out-5 (new domains, written by a session that never read the check)", HELD_OUT_5)
     assert accuracy(fourth) >= 0.81
-    assert accuracy(fifth) >= 0.72
+    assert accuracy(fifth) >= 0.80
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90

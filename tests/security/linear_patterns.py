@@ -97,9 +97,10 @@ LINEAR: dict[Key, tuple[str, str | None]] = {
     (
         "core.sentences",
         "_END",
-        "\\n[ \\t]*(?:\\n|(?=[-*\\u2022][ \\t]|\\d{1,3}[.)][ \\t]))|(?:(?<=[.!?])|(?<=[.!?][\\\"')\\]\\u201d]))[ \\t\\n]+(?![ \\t\\na-z])|(?<=;)[ \\t\\n]+(?![ \\t\\n])",
+        "\\n[ \\t]*(?:\\n|(?=[-*\\u2022][ \\t]|\\d{1,3}[.)][ \\t]|[A-Z][\\w ]{0,20}:))|(?:(?<=[.!?])|(?<=[.!?][\\\"')\\]\\u201d]))[ \\t\\n]+(?![ \\t\\na-z])|(?<=;)[ \\t\\n]+(?![ \\t\\n])",
     ): (
-        "starts only at a line break (its blank run scanned once) or after a fixed-width lookbehind "
+        "starts only at a line break (its blank run scanned once; a lookahead of at most 22 "
+        "characters for a 'Word:' line) or after a fixed-width lookbehind "
         "(a sentence end or ';'), one blank run each",
         "provenance (two texts)",
     ),
