@@ -44,9 +44,10 @@ FILES = (
     "faithfulness_pairs_held_out_3.jsonl",
     "faithfulness_pairs_held_out_4.jsonl",
     "faithfulness_pairs_held_out_5.jsonl",
+    "faithfulness_pairs_held_out_6.jsonl",
 )
-"""The suite, and held-out-3, -4 and -5: each written and labelled by a session that had not read
-the check (nor, for -4 and -5, the earlier pairs), committed before the check first ran on it."""
+"""The suite, and held-out-3 to -6: each written and labelled by a session that had not read the
+check (nor, from -4 on, the earlier pairs), committed before the check first ran on it."""
 
 
 def pairs() -> tuple[Pair, ...]:

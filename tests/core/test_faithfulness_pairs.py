@@ -4,13 +4,14 @@ every set, printed. The sets, in the order they were written:
 - ``tune`` (65) and ``held-out`` (95), ``faithfulness_pairs.jsonl``: written alongside the check;
   held-out gave 86.3% on its first run, then the rules were corrected after reading both.
 - ``held-out-2`` (39): written after the rules were frozen, committed before they ran: 79.5%.
-- ``held-out-3`` (60), ``held-out-4`` (70, new domains) and ``held-out-5`` (80, new domains):
-  each written and labelled by a session that never read the check (nor, for -4 and -5, the
-  earlier pairs), committed before the check first ran on it. Their first runs are each round's
-  independent estimate: held-out-3 80.0% on the check of 6168341; held-out-4 67.1% on the third
-  round's check; held-out-5 72.5% on the fourth round's (28 honest: 16 accepted; 52 meaning
-  changes: 10 accepted). After each first run the rules were corrected on that set's errors too,
-  so every number printed here but held-out-5's is no longer independent.
+- ``held-out-3`` (60), ``held-out-4`` (70), ``held-out-5`` (80) and ``held-out-6`` (90, 45
+  honest and 45 meaning changes), the last three in new domains: each written and labelled by a
+  session that never read the check (nor, from -4 on, the earlier pairs), committed before the
+  check first ran on it. Their first runs are each round's independent estimate: held-out-3 80.0%
+  on the check of 6168341; held-out-4 67.1% on the third round's check; held-out-5 72.5% on the
+  fourth round's; held-out-6 62.2% on the fifth round's (25 of 45 honest accepted, 31 of 45
+  meaning changes refused). After each first run but held-out-6's the rules were corrected on that
+  set's errors too, so only held-out-6's number printed here is still independent.
 
 Labels follow issue 31's rules, which the default check enforces: three pairs of the first suite
 were relabelled to them after the second round (#72 drops a sentence stating a number, #82 drops
@@ -37,6 +38,7 @@ HELD_OUT_2 = tuple(p for p in PAIRS if p.split == "held-out-2")
 HELD_OUT_3 = tuple(p for p in PAIRS if p.split == "held-out-3")
 HELD_OUT_4 = tuple(p for p in PAIRS if p.split == "held-out-4")
 HELD_OUT_5 = tuple(p for p in PAIRS if p.split == "held-out-5")
+HELD_OUT_6 = tuple(p for p in PAIRS if p.split == "held-out-6")
 ISSUE_KINDS = (
     "negation dropped",
     "negation added",
@@ -87,7 +89,9 @@ def test_accuracy_on_each_half() -> None:
     assert accuracy(third) >= 0.93
     fifth = _report("held-out-5 (new domains, written by a session that never read the check)", HELD_OUT_5)
     assert accuracy(fourth) >= 0.81
+    sixth = _report("held-out-6 (18 new domains, written by a session that never read the check)", HELD_OUT_6)
     assert accuracy(fifth) >= 0.80
+    assert accuracy(sixth) >= 0.62
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
