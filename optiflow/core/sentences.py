@@ -35,8 +35,9 @@ def sentences(text: str) -> list[str]:
         part = " ".join(raw.split())
         if not part:
             continue
-        numbered = len(part) <= 4 and part[:-1].isdigit() and part[-1] in ".)"
-        if len(part) < MIN_CHARS and out and not pending and len(out[-1]) < MAX_SENTENCE and not numbered:
+        if len(part) <= 4 and part[:-1].isdigit() and part[-1] in ".)":
+            continue  # a list item's number ("2."): no sentence, and no number the item states
+        if len(part) < MIN_CHARS and out and not pending and len(out[-1]) < MAX_SENTENCE:
             out[-1] = f"{out[-1]} {part}"  # a short tail ("else accept.") belongs to the clause before
             continue
         pending = f"{pending} {part}" if pending else part
