@@ -49,10 +49,11 @@ def parse_same(text: str) -> tuple[bool | None, str]:
             data = None
         if isinstance(data, dict) and isinstance(data.get("same"), bool):
             return data["same"], str(data.get("reason", ""))[:REASON_CHARS]
-    first = out[:8].lstrip("*\"' ").lower()
-    if first.startswith("yes"):
+    head = out[:16].lstrip("*\"' ").lower()
+    first = head[: next((i for i, c in enumerate(head) if not c.isalpha()), len(head))]
+    if first == "yes":  # the whole first word: "yesterday" is no yes, "Nordhaven" no no
         return True, out[:REASON_CHARS]
-    if first.startswith("no"):
+    if first == "no":
         return False, out[:REASON_CHARS]
     return None, f"the judge's answer says neither yes nor no: {out[:120]!r}"
 
