@@ -30,7 +30,12 @@ def test_answers_are_read_as_json_or_a_first_word() -> None:
     same, why = parse_same("I'm ready to help!")
     assert same is None and "neither yes nor no" in why
     # the whole first word (SmolLM2 began answers with "Nordhaven ..."; a "yesterday" must not vouch)
-    for text in ("Nordhaven was founded in 2009.", "Note: both texts", "Yesterday the review said", "Nowhere"):
+    for text in (
+        "Nordhaven was founded in 2009.",
+        "Note: both texts",
+        "Yesterday the review said",
+        "Nowhere",
+    ):
         assert parse_same(text)[0] is None, text
     assert parse_same("**Yes** - B keeps every rule.")[0] is True
 
