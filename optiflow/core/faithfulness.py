@@ -193,9 +193,10 @@ class Faithfulness(Frozen):
             out += f"; judge {self.judge.model}: {'same' if self.judge.same else 'differs'}"
         return out
 
-    def map_lines(self) -> list[str]:
+    def map_lines(self, loss: str = "") -> list[str]:
         """The sentence map as text: every dropped original sentence, every merge, the rules
-        dropped without evidence, the judge's reason."""
+        dropped (not verified by the dataset, or, when the gate saw the edit lose something,
+        ``loss``, what it saw), the judge's reason."""
         out: list[str] = []
         m = self.sentences
         if m is not None:
@@ -206,7 +207,8 @@ class Faithfulness(Frozen):
             for j, p in enumerate(m.proposal):
                 src = ", ".join(f"o{i + 1}" for i in p.sources) or "no source"
                 out.append(f"p{j + 1} <- {src} (support {p.support:.0%}): {p.text}")
-        out += [f"not verified by the dataset: {r}" for r in self.dropped_rules]
+        seen = f"dropped, and the gate saw the edit lose {loss}" if loss else "not verified by the dataset"
+        out += [f"{seen}: {r}" for r in self.dropped_rules]
         if self.judge is not None:
             out.append(f"judge {self.judge.model}: {self.judge.reason}")
         return out

@@ -166,3 +166,40 @@ def test_the_report_shows_the_sentence_map_of_an_accepted_edit() -> None:
     text = "\n".join(edit_lines(m))
     assert "dropped  o1: We love our customers." in text
     assert "p1 <- o2 (support 100%): Reply RFD-201 for refunds." in text
+
+
+def test_a_dropped_rule_the_gate_saw_lose_something_is_not_unverified() -> None:
+    """Issue 31: every dropped rule is listed as "not verified by the dataset" unless the gate saw
+    the edit lose something: then the report says what it saw."""
+    from optiflow.core.compress.output import edit_lines, seen_loss
+    from optiflow.core.compress.report import Modification
+    from optiflow.core.gate.decision import GateStats
+
+    ctx = F.FaithfulnessContext(allow_dropped_rules=True)
+    original = "Never promise a delivery date. Escalate chargebacks with code CHB-310."
+    f = F.check(original, "Escalate chargebacks with code CHB-310.", ctx)
+
+    def gate(regressed: tuple[str, ...], low: float) -> GateStats:
+        return GateStats(
+            gate="paired", gate_reason="", margin=0.1, alpha=0.05, beta=0.05, samples=20,
+            baseline_pass_rate=0.9, candidate_pass_rate=0.85, drop=0.05, drop_low=low, drop_high=0.08,
+            pairs=3, baseline_runs=60, candidate_runs=60, evidence_accept=20.0, evidence_reject=1.0,
+            regressed=regressed, fixed=(),
+        )  # fmt: skip
+
+    def text(g: GateStats | None) -> str:
+        m = Modification(
+            section_path=("rules",), original_hash="h", proposed_body="x", token_reduction=5,
+            baseline_pass_rate=0.9, candidate_pass_rate=0.85, gate=g, faithfulness=f,
+        )  # fmt: skip
+        return "\n".join(edit_lines(m))
+
+    rule = "'Never promise a delivery date.' ('Never')"
+    assert f"not verified by the dataset: {rule}" in text(None)
+    assert f"not verified by the dataset: {rule}" in text(gate((), -0.01))
+    lost = text(gate(("billing-3", "billing-7"), -0.01))
+    assert (
+        f"dropped, and the gate saw the edit lose 2 sample(s) it passed every time (billing-3, billing-7): {rule}"
+        in lost
+    )
+    assert seen_loss(gate((), 0.02)) == "a drop of +5.0% (bounds +2.0% to +8.0%) within the margin"

@@ -50,12 +50,27 @@ def side_by_side(original: str, proposal: str, width: int = 50) -> list[str]:
     return rows
 
 
+def seen_loss(g: GateStats | None) -> str:
+    """What the gate saw an accepted edit lose ("" when nothing): samples that passed every
+    baseline run and not every candidate run, or a drop whose lower bound is above zero. A rule the
+    edit dropped is then not "not verified": the dataset noticed something go."""
+    if g is None:
+        return ""
+    if g.regressed:
+        more = f" and {len(g.regressed) - 3} more" if len(g.regressed) > 3 else ""
+        shown = ", ".join(g.regressed[:3]) + more
+        return f"{len(g.regressed)} sample(s) it passed every time ({shown})"
+    if g.drop_low > 0:
+        return f"a drop of {g.drop:+.1%} (bounds {g.drop_low:+.1%} to {g.drop_high:+.1%}) within the margin"
+    return ""
+
+
 def edit_lines(m: Modification) -> list[str]:
     """An accepted edit's original and proposal side by side, with the faithfulness measure."""
     lines = []
     if m.faithfulness is not None:
         lines.append(f"      faithfulness: {m.faithfulness.line()}")
-        lines += [f"        {row}" for row in m.faithfulness.map_lines()]
+        lines += [f"        {row}" for row in m.faithfulness.map_lines(seen_loss(m.gate))]
     if m.original_body is not None:
         lines += [f"      {row}" for row in side_by_side(m.original_body, m.proposed_body)]
     return lines

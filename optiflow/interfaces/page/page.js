@@ -744,7 +744,7 @@ function renderSections() {
     }
     if (actions.childNodes.length) li.append(actions);
     if (p && p.body != null && S.openDiffs.has(row.path)) li.append(diffView(row.body, p.body));
-    if (f && f.sentences) li.append(sentenceMap(f));
+    if (f && f.sentences) li.append(sentenceMap(f, p.mod ? seenLoss(g) : ""));
     return li;
   });
   $("sections").replaceChildren(...items);
@@ -753,7 +753,16 @@ function renderSections() {
 // -- the sentence map of a proposal (issue 31) ----------------------------------------------------
 // Which original sentences the proposal dropped (a rule among them marked, and listed as not
 // verified by the dataset when the job allowed it), and where each proposal sentence comes from.
-function sentenceMap(f) {
+// What the gate saw an accepted edit lose (core/compress/output.py's seen_loss, the same words):
+// a dropped rule is then not "not verified".
+function seenLoss(g) {
+  if (!g) return "";
+  const r = g.regressed || [];
+  if (r.length) return `${r.length} sample(s) it passed every time (${r.slice(0, 3).join(", ")}${r.length > 3 ? ` and ${r.length - 3} more` : ""})`;
+  if (g.drop_low > 0) return `a drop of ${signedPct(g.drop)} (bounds ${signedPct(g.drop_low)} to ${signedPct(g.drop_high)}) within the margin`;
+  return "";
+}
+function sentenceMap(f, loss) {
   const m = f.sentences;
   const dropped = m.original.map((o, i) => [o, i]).filter(([o]) => o.status === "dropped");
   const merged = m.original.filter((o) => o.status === "merged").length;
@@ -765,7 +774,8 @@ function sentenceMap(f) {
   const from = m.proposal.map((p, j) => h("li", { class: "from" },
     h("span", { class: "sid", text: `p${j + 1} ← ${p.sources.map((i) => `o${i + 1}`).join(", ") || "no source"}` }),
     h("span", { text: ` ${p.text}` })));
-  const unverified = (f.dropped_rules || []).map((r) => h("li", { class: "unverified", text: `not verified by the dataset: ${r}` }));
+  const seen = loss ? `dropped, and the gate saw the edit lose ${loss}` : "not verified by the dataset";
+  const unverified = (f.dropped_rules || []).map((r) => h("li", { class: "unverified", text: `${seen}: ${r}` }));
   return h("details", { class: "sentence-map small" }, h("summary", { text: head }),
     h("ul", {}, ...items, ...unverified, ...from));
 }
