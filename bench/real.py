@@ -249,14 +249,18 @@ class JobRun:
     job_id: str
     report: dict[str, Any]
     edits: list[dict[str, Any]] = field(default_factory=list)
+    error: str = ""
+    """Why the job failed ("" when it completed): a failed job is a result, not a crash."""
 
 
 def run_job(client: Client, spec: CompressSpec) -> JobRun:
     started = time.perf_counter()
     job = client.submit(spec)
-    result = job.wait(timeout=4 * 3600).raise_for_error()
+    result = job.wait(timeout=4 * 3600)
     wall = time.perf_counter() - started
-    assert result.report is not None
+    if result.report is None or result.error:
+        say(f"  the job {result.status}: {result.error}")
+        return JobRun(wall, job.id, {}, [], error=f"{result.status}: {result.error}")
     edits: list[dict[str, Any]] = []
     record = client.runtime.jobs.get(job.id)
     try:
@@ -364,7 +368,9 @@ def targets(data: Mapping[str, Any]) -> list[dict[str, Any]]:
                 3,
                 f"accepted edits (strategy `{job['strategy']}`) save >= {SAVED_TARGET:.0%} of the mutable "
                 "sections' tokens",
-                f"{t['saved']} of {t['mutable']} tokens ({t['saved_share']:.1%}), {t['accepted']} edit(s) accepted",
+                f"the job {job['failed']}"
+                if job.get("failed")
+                else f"{t['saved']} of {t['mutable']} tokens ({t['saved_share']:.1%}), {t['accepted']} edit(s) accepted",
                 t["saved_share"] >= SAVED_TARGET,
             )
         )
@@ -603,8 +609,15 @@ def model_part(
             ):
                 say("  compress job ...")
                 run = run_job(client, spec)
-                job = job_result(spec, run, args)
-                test = held_out_part(client, run.job_id, spec, full, test_gate)
+                job = job_result(spec, run, args) if not run.error else failed_job(spec, run, args)
+                if run.error:
+                    client.reference_runs = 0
+                    say(
+                        f"  test split: the job failed, nothing accepted; stable alone, {test_gate.max_runs} runs ..."
+                    )
+                    test = heldout(client, spec, full, None, test_gate, say)
+                else:
+                    test = held_out_part(client, run.job_id, spec, full, test_gate)
     notes.update(
         model=spec.model.model,
         strategy=spec.strategy.type,
@@ -652,6 +665,29 @@ def held_out_line(test: Mapping[str, Any]) -> str:
     if test["candidate"] is not None:
         line += f", candidate {arm(test['candidate'])}"
     return f"{line}: {test['verdict']}{' (cap)' if test['capped'] else ''}"
+
+
+def failed_job(spec: CompressSpec, run: JobRun, args: argparse.Namespace) -> dict[str, Any]:
+    """A job that failed (the ablation found the dataset blind to the sections, say): nothing saved,
+    the reason kept for the results."""
+    mutable = sum(
+        count_tokens(spec.effective_body(s.path), spec.model.model)
+        for s in spec.prompt.sections
+        if not s.frozen
+    )
+    return {
+        "samples": len(spec.dataset),
+        "strategy": spec.strategy.type,
+        "concurrency": args.concurrency,
+        "max_runs_override": args.max_runs,
+        "wall_s": run.wall_s,
+        "job_id": run.job_id,
+        "failed": run.error,
+        "report": None,
+        "edits": [],
+        "sections": [],
+        "tokens": {"mutable": mutable, "total": mutable, "saved": 0, "saved_share": 0.0, "accepted": 0},
+    }
 
 
 def job_result(spec: CompressSpec, run: JobRun, args: argparse.Namespace) -> dict[str, Any]:

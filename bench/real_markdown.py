@@ -241,6 +241,15 @@ def harmful_markdown(h: Mapping[str, Any]) -> list[str]:
 
 
 def job_markdown(job: Mapping[str, Any], n: Mapping[str, Any]) -> list[str]:
+    if job.get("failed"):
+        return [
+            "",
+            "## 3. The compress job (train split, real Celery workers on Redis)",
+            "",
+            f"`examples/review-sentiment`'s job on {job['samples']} train samples, its own gate ({n['gate']}), "
+            f"strategy `{job.get('strategy', '-')}`: **the job {job['failed']}** ({job['wall_s']:.0f} s). "
+            f"Nothing was accepted: 0 of {job['tokens']['mutable']} mutable tokens saved.",
+        ]
     rep, s, t = job["report"], job["report"]["stats"], job["tokens"]
     a = rep.get("assessment") or {}
     lines = [
