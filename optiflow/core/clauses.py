@@ -51,7 +51,7 @@ CUT = frozenset({",", ";", ":", "(", ")"})
 STRONG = frozenset({"must", "always", "never", "shall", "required", "mandatory"})
 REFUSE = frozenset(
     """refuse decline ignore omit skip exclude forbid prohibit reject withhold off-limits forbidden
-    prohibited banned disallowed""".split()  # noqa: SIM905
+    prohibited banned disallowed free""".split()  # noqa: SIM905
 )
 """Verbs that tell a negation: "Do not enter" is "Stay out"; "do not answer" is "decline"."""
 HEDGES = frozenset(
@@ -66,6 +66,12 @@ MORE = frozenset(
     """above over more greater higher longer older later after exceed exceeds > >= ≥ minimum""".split()  # noqa: SIM905
 )
 """Comparison words by direction ("at most" / "at least" too); "not more than" is "at most"."""
+TEMPORAL = frozenset({"before", "after", "within", "earlier", "later"})
+"""Comparisons in time: a negation before one ("don't ask before the photo is checked") governs
+the verb, it does not turn the comparison round."""
+THRESHOLD_WORDS = 3
+"""A comparison without a number is a threshold when its clause shares this many words with the
+original's ("fuel level on return is below the level at pickup")."""
 CLAUSES = 200
 """At most this many clauses of a proposal sentence, and of its sources, are compared."""
 ACRONYM = 6
@@ -156,7 +162,9 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
         start = start and tok.isdigit()  # "2. Get the incident date": the item's number, then its start
         prev = low
         k = kind(tok)
-        if k[0] in ("word", "exc", "avoid") and low not in STOPWORDS and low not in EXCEPT:
+        if k[0] == "code" and "_" in tok:
+            clause.words.add(low)  # a named threshold ("risk_tolerance") is what the clause compares
+        elif k[0] in ("word", "exc", "avoid") and low not in STOPWORDS and low not in EXCEPT:
             clause.words.add(k[2])
             if clause.negation and not quoted and low not in NEGATIVE:
                 clause.scope.append(k[2])
@@ -177,13 +185,13 @@ def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str) -> None:
         out.hedges.add(low)
     more = low in MORE or (low == "least" and prev == "at")
     less = low in LESS or (low == "most" and prev == "at")
+    # "not more than", "do not accept more than 12": a negation just before the comparison turns it
+    turned = bool(clause.negation) and len(clause.scope) <= 2 and low not in TEMPORAL
     if (more or less) and len(clause.comparisons) < CLAUSES:
-        clause.comparisons.append(("<" if less else ">", bool(clause.negation) and len(clause.scope) <= 2))
+        clause.comparisons.append(("<" if less else ">", turned))
     if (more or less) and not clause.direction:
         clause.direction, clause.compared = ("<" if less else ">"), tok
-        clause.flipped = (
-            bool(clause.negation) and len(clause.scope) <= 2
-        )  # "not more than", "do not accept more than 12"
+        clause.flipped = turned
 
 
 def _effective(c: Clause) -> str:
@@ -252,9 +260,9 @@ def weakened(proposal: Read, sources: Sequence[Read]) -> str:
 def direction(proposal: Read, sources: Sequence[Read]) -> str:
     """A comparison of the proposal that points the other way from the original clause it is
     made of ("below" -> ">", "within 14 days" -> "after 14 days")."""
-    originals = [c for r in sources for c in r.clauses if c.direction and c.quantity][:CLAUSES]
+    originals = [c for r in sources for c in r.clauses if c.direction][:CLAUSES]
     for c in proposal.clauses:
-        if not c.direction or not c.quantity or len(c.words) < 1:
+        if not c.direction or len(c.words) < 1:
             continue
         best, tied = 0, []
         for o in originals:
@@ -264,6 +272,8 @@ def direction(proposal: Read, sources: Sequence[Read]) -> str:
             elif n == best and n:
                 tied.append(o)
         mine = _effective(c)
+        # a threshold: a number or a named level on both sides, or three words in common
+        tied = [o for o in tied if (c.quantity and o.quantity) or best >= THRESHOLD_WORDS]
         if best >= min(MIN_SHARED, len(c.words)) and tied and all(mine not in _directions(o) for o in tied):
             return f"changes the comparison {tied[0].compared!r} to {c.compared!r}"
     return ""

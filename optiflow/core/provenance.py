@@ -282,6 +282,24 @@ def _swapped(src: Sequence[Sentence], dst: Sentence) -> str:
     return ""
 
 
+def _abbreviates(code: str, sources: Sequence[Sentence]) -> bool:
+    """``code`` ("DB", "Prod") is one of its sources' words shortened: its letters in order, the
+    first one first ("database", "production")."""
+    low = code.lower()
+    if not low.isalpha() or len(low) > 6:
+        return False
+    for s in sources:
+        for w in s.words:
+            if w[:1] == low[:1] and len(w) > len(low) and _subsequence(low, w):
+                return True
+    return False
+
+
+def _subsequence(short: str, word: str) -> bool:
+    it = iter(word)
+    return all(c in it for c in short)
+
+
 def _join_marked(
     orig: Sequence[Sentence], prop: Sequence[Sentence], sources: list[tuple[int, ...]], supports: list[float]
 ) -> None:
@@ -290,7 +308,8 @@ def _join_marked(
     where_marked: dict[str, list[int]] = defaultdict(list)
     for i, o in enumerate(orig):
         for key in o.markers:
-            if key.startswith(("num:", "code:", "label:")) and len(where_marked[key]) <= MARKER_SOURCES:
+            marked = key.startswith(("num:", "code:", "label:")) or key in _SCOPE
+            if marked and len(where_marked[key]) <= MARKER_SOURCES:
                 where_marked[key].append(i)
     for j, p in enumerate(prop):
         have = {k for i in sources[j] for k in orig[i].markers}
@@ -299,7 +318,9 @@ def _join_marked(
         for k in p.markers:
             stating = where_marked.get(k, [])
             if k in have and not k.startswith(("code:", "num:")):
-                continue  # a label stated everywhere ("positive") does not pull its sentences in
+                continue  # a label stated everywhere ("positive") does not pull its sentences in;
+                # a negation, exception or "only" joins the sentence it comes from ("Do not onboard
+                # users from sanctioned countries: if ..." merges "Users ... must not be onboarded")
             once = len(stating) == 1
             extra.update(i for i in stating if i not in sources[j] and _shares(orig[i], p, known, once))
         if extra and sources[j]:
@@ -328,6 +349,7 @@ def provenance(
     prop_clauses = [clauses.read(tokenize(t), reader.cached) for t in prop_texts]
     sources, supports = align(orig, prop)
     _join_marked(orig, prop, sources, supports)
+    stated = {k for p in prop for k in p.markers}
     into: list[list[int]] = [[] for _ in orig]
     for j, src in enumerate(sources):
         for i in src:
@@ -339,7 +361,7 @@ def provenance(
         srcs = [orig[i] for i in src]
         p = prop[j]
         where = f"in {_short(p.text)!r}"
-        gone = _lost(srcs, [p])
+        gone = [(k, v) for k, v in _lost(srcs, [p]) if not (k.startswith("code:") and k in stated)]
         for key, shown in _lost([p], srcs):
             kind = key.split(":", 1)[0]
             if key == "neg" and (
@@ -348,10 +370,12 @@ def provenance(
             ):
                 continue  # "not ... without": two negations; "never exceed 10" for "at most 10"
             lost_code = any(k.startswith("code:") for k, _ in gone)
-            if kind == "code" and not any(c.isdigit() for c in key) and not lost_code:
-                continue  # an acronym of the original's words ("GDPR"): new letters, same thing
-            if kind == "code" and not lost_code and shown.upper() in acronyms():
-                continue  # "2FA" for "two-factor authentication"
+            if (
+                kind == "code"
+                and not lost_code
+                and (shown.upper() in acronyms() or _abbreviates(shown, srcs))
+            ):
+                continue  # "GDPR", "2FA" for "two-factor authentication", "DB" for "database"
             was = next((old for k, old in gone if k.split(":", 1)[0] == kind != "neg"), None)
             if was is not None:
                 what = f"changes {_name(key, was)} to {shown!r}"
@@ -369,7 +393,6 @@ def provenance(
         )
         if why:
             findings.append(Finding("changed", f"{why} {where}"))
-    stated = {k for p in prop for k in p.markers}
     named = clauses.names_added(prop_clauses, clauses.vocabulary(tokenize(original)))
     if named:
         findings.append(Finding("changed", named))

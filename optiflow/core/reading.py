@@ -38,9 +38,10 @@ from optiflow.core.vocabulary import (
 )
 
 _TOKEN = re.compile(
-    r"\$\{\w+\}|\d+(?:[.,]\d+)*[\w%'\u2019-]*|[^\W\d_][\w'\u2019-]*|[,;:\"\u201c\u201d()\u2264\u2265]|[<>]=?"
+    r"\$\{\w+\}|\{\{ ?\w+ ?\}\}|\d+(?:[.,]\d+)*[\w%'\u2019-]*|[^\W\d_][\w'\u2019-]*"
+    r"|[,;:\"\u201c\u201d()\u2264\u2265]|[<>]=?"
 )
-_ARROWS = str.maketrans({"\u2192": ":", "\u2019": "'"})
+_ARROWS = str.maketrans({"\u2192": ":", "\u2019": "'", "|": ";"})
 
 
 @dataclass(slots=True)
@@ -86,7 +87,7 @@ class Sentence:
             return ""  # "For example, a post ... must be removed with MOD-DOX": an example of a rule
         for key, shown in self.markers.items():
             kind = key.split(":", 1)[0]
-            if (kind in ("num", "code") and "${" not in key) or (
+            if (kind in ("num", "code") and "${" not in key and "{{" not in key) or (
                 kind == "label" and any(c.isdigit() for c in key)
             ):
                 return shown  # a label like RFD-201 is a code
@@ -124,7 +125,7 @@ def _label_grams(labels: Sequence[str]) -> dict[tuple[str, ...], str]:
 
 def tokenize(text: str) -> list[str]:
     """The words, numbers, placeholders and punctuation of ``text``; an arrow ("->", "=>", "→")
-    reads as the colon it stands for, not as "greater than"."""
+    reads as the colon it stands for, not as "greater than"; a table's "|" as a clause's end."""
     return _TOKEN.findall(text.replace("->", ":").replace("=>", ":").translate(_ARROWS))
 
 
@@ -160,11 +161,13 @@ class Reader:
         if low in self.single:
             lab = self.single[low]
             return ("label", low, lab, 0, f"label:{lab}", "")
-        if tok.startswith("${"):
-            return ("code", low, tok, 0, f"code:{tok}", "")
+        if tok.startswith(("${", "{{")):
+            return ("code", low, tok, 0, f"code:{tok}", "")  # a placeholder
         digit = any(c.isdigit() for c in tok)
-        if (digit and not tok[0].isdigit()) or (
-            tok.isupper() and sum(c.isalpha() for c in tok) >= 2 and tok not in EMPHASIS
+        if (
+            (digit and not tok[0].isdigit())
+            or (tok.isupper() and sum(c.isalpha() for c in tok) >= 2 and tok not in EMPHASIS)
+            or ("_" in tok.strip("_") and not tok.isupper())  # an identifier: "customer_id", "risk_level"
         ):
             return ("code", low, tok.upper(), 0, f"code:{tok.upper()}", "")
         if tok[0].isdigit():
@@ -214,7 +217,7 @@ class Reader:
         tokens = tokenize(text)
         kinds = self._kinds(tokens)
         bind = any(
-            k[0] == "label" or k[1] in self.first or (k[0] == "code" and k[1][0] != "$") for k in kinds
+            k[0] == "label" or k[1] in self.first or (k[0] == "code" and k[1][0] not in "${") for k in kinds
         )
         _lead(s, kinds)
         segments: list[tuple[set[str], set[str]]] = [(set(), set())]
@@ -300,7 +303,7 @@ class Reader:
                 words.add(value)
             elif kind == "code":
                 markers[key] = tok
-                if tok[0] != "$":
+                if tok[0] not in "${":
                     words.add(low)
                     if bind and not quoted:
                         segments[-1][0].add(value)  # a code goes with its condition as a label does
@@ -362,11 +365,20 @@ def _lead(s: Sentence, kinds: Sequence[_Kind]) -> None:
             s.prohibits = True
 
 
+_PER = frozenset({"per", "a", "an", "each", "every"})
+
+
 def _number(s: Sentence, tokens: Sequence[str], i: int, kind_of: _Kind, *, quoted: bool) -> None:
     """A number (digits, or a number word with a unit) and its unit, as markers and words."""
     kind, _low, value, _force, key, inline = kind_of
     tok, n_tok = tokens[i], len(tokens)
     unit = inline or (unit_word(tokens[i + 1]) if i + 1 < n_tok else "")
+    if not unit and i + 2 < n_tok and tokens[i + 1].lower() in _PER:
+        unit = unit_word(tokens[i + 2])  # "$25 per day" is "$25/day"
+    if kind == "num" and "-" in tok and tok.rsplit("-", 1)[1].isdigit():
+        upper = tok.rsplit("-", 1)[1]  # a range, "21-24": both ends are numbers it states
+        s.markers.setdefault(f"num:{upper}", upper)
+        s.words.add(upper)
     if kind == "numword":
         s.markers.setdefault("q" + key, tok)  # "one" may be a number: it makes one stated
     if not quoted and (kind == "num" or unit):
@@ -378,6 +390,11 @@ def _number(s: Sentence, tokens: Sequence[str], i: int, kind_of: _Kind, *, quote
         s.words.add(value)
 
 
+_LINK = frozenset({"code", "reply", "label", "tag", "answer", "output", "return", "mark", "use"})
+"""Words that only introduce a label or code ("reply with code X"): a clause of them and a label
+states the label of the clause before it."""
+
+
 def _bind(s: Sentence, segments: list[tuple[set[str], set[str]]]) -> None:
     """Which condition words go with which label: a clause stating exactly one label binds its
     words to it; a clause of labels alone ("positive or negative") joins the clause before it."""
@@ -385,8 +402,8 @@ def _bind(s: Sentence, segments: list[tuple[set[str], set[str]]]) -> None:
     for labs, words in segments:
         if not labs and not words:
             continue
-        if labs and not words and merged:
-            merged[-1][0].update(labs)
+        if labs and words <= _LINK and merged:
+            merged[-1][0].update(labs)  # "positive or negative", "-> code T-RED": the clause before's
             continue
         merged.append((set(labs), set(words)))
     for labs, words in merged:

@@ -23,7 +23,7 @@ EMPHASIS = frozenset(
 UNITS = frozenset(
     """second minute hour day week month year percent % word character sentence token line item star
     time euro dollar pound usd eur gbp kg km cm mb gb kb page paragraph point bullet attempt
-    business working calendar""".split()  # noqa: SIM905
+    business working calendar celsius fahrenheit degree mile gallon liter litre meter metre""".split()  # noqa: SIM905
 )
 ORDERS = frozenset(
     """answer reply respond write use put keep include add give return output classify label
@@ -92,6 +92,8 @@ UNIT_ABBREVIATIONS = {
     "yr": "year",
     "yrs": "year",
     "pct": "percent",
+    "c": "celsius",
+    "f": "fahrenheit",
 }
 """A unit as abbreviated ("24h", "48 hrs", "5 min")."""
 

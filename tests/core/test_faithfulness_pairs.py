@@ -88,10 +88,10 @@ def test_accuracy_on_each_half() -> None:
     fourth = _report("held-out-4 (new domains, written by a session that never read the check)", HELD_OUT_4)
     assert accuracy(third) >= 0.93
     fifth = _report("held-out-5 (new domains, written by a session that never read the check)", HELD_OUT_5)
-    assert accuracy(fourth) >= 0.80
+    assert accuracy(fourth) >= 0.78
     sixth = _report("held-out-6 (18 new domains, written by a session that never read the check)", HELD_OUT_6)
-    assert accuracy(fifth) >= 0.80
-    assert accuracy(sixth) >= 0.62
+    assert accuracy(fifth) >= 0.82
+    assert accuracy(sixth) >= 0.73
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90

@@ -87,11 +87,11 @@ LINEAR: dict[Key, tuple[str, str | None]] = {
     (
         "core.reading",
         "_TOKEN",
-        "\\$\\{\\w+\\}|\\d+(?:[.,]\\d+)*[\\w%'\\u2019-]*|[^\\W\\d_][\\w'\\u2019-]*|[,;:\\\"\\u201c\\u201d()\\u2264\\u2265]|[<>]=?",
+        "\\$\\{\\w+\\}|\\{\\{ ?\\w+ ?\\}\\}|\\d+(?:[.,]\\d+)*[\\w%'\\u2019-]*|[^\\W\\d_][\\w'\\u2019-]*|[,;:\\\"\\u201c\\u201d()\\u2264\\u2265]|[<>]=?",
     ): (
         "alternatives told apart by their first character; each a class run consumed once (a number's "
         "tail of letters is a class run after it: the match never fails, so never backtracks); a "
-        "comparison sign is one or two characters",
+        "comparison sign is one or two characters; a {{placeholder}} a bounded lead-in and one class run",
         "provenance (two texts)",
     ),
     (
