@@ -58,7 +58,6 @@ def test_chunks_record_every_run_at_its_index(tmp_path: Path) -> None:
     assert [c["runs"] for c in chunks] == [[0, 1]] * 3 + [[2, 3]] * 3
     assert all(c["evaluations"] == 2 * 3 for c in chunks)
     for arm, got in arms.items():
-        split = "test" if arm == "baseline-test" else "train"
-        assert set(got) == set(full.split(split).ids())
+        assert set(got) == set(full.split("test" if arm == "baseline-test" else "train").ids())
         assert all(len(seq) == 4 and set(seq) <= {"0", "1", "e"} for seq in got.values()), (arm, got)
     assert not refs
