@@ -10,6 +10,8 @@ Each measure job makes the runs ``start .. stop-1`` its plan asks for: its drift
 (these are a bench's measurements, not nights of a reference) and its ``drift.first_run`` is the
 range's start, so its run indices are the arm's own; its results are placed by their run index
 relative to the document's ``first_run`` (:func:`placed`), never by the position in the job.
+:func:`bench_drift` and :func:`collect` do that for any measure job of a bench (``bench/record_runs``
+records its chunks with them).
 
 A round that adds no new pair (a (stable, candidate) run of a sample with both results) ends the
 comparison with the verdict ``stalled`` and the reason, instead of asking for the same runs again.
@@ -40,7 +42,9 @@ from optiflow.core.measure.report import wilson_interval
 
 if TYPE_CHECKING:  # the model part imports them when it runs
     from optiflow.core.compress.spec import CompressSpec
-    from optiflow.interfaces.client import Client
+    from optiflow.core.drift.spec import DriftSpec
+    from optiflow.core.measure.report import MeasureDocument
+    from optiflow.interfaces.client import Client, JobHandle
 
 NOTHING_ACCEPTED = "nothing accepted: the prompt is unchanged, nothing to compare"
 STALLED = "stalled"
@@ -160,6 +164,37 @@ def trial_items(client: Client, job_id: str, expected: int, timeout: float = 60.
         time.sleep(0.2)
 
 
+def bench_drift(first_run: int) -> DriftSpec:
+    """The drift settings of a bench's measure job whose runs start at ``first_run``: no
+    comparison and no reference recorded (a bench's measurements are not nights of a reference,
+    and a reference would make a later job of the tag continue its run indices), the runs
+    numbered from ``first_run``."""
+    from optiflow.core.drift.spec import DriftSpec
+
+    return DriftSpec(against="none", first_run=first_run)
+
+
+@dataclass(frozen=True)
+class Collected:
+    """A finished measure job of the runs ``r``: its report, its stored results, and those
+    results at their run index (:func:`placed`)."""
+
+    doc: MeasureDocument
+    items: list[EvalResult]
+    outcomes: Outcomes
+
+
+def collect(client: Client, handle: JobHandle, r: RunRange, timeout: float = 4 * 3600) -> Collected:
+    """Wait for the measure job ``handle`` (made for the runs ``r``; raises when it failed) and
+    read its results back, placed by run index relative to the job's ``first_run``."""
+    from optiflow.core.measure.report import MeasureDocument
+
+    doc = handle.wait(timeout=timeout).raise_for_error().report
+    assert isinstance(doc, MeasureDocument)
+    items = trial_items(client, handle.id, r.calls)
+    return Collected(doc=doc, items=items, outcomes=placed(items, r, doc.first_run))
+
+
 @dataclass
 class MeasureJobs:
     """A :data:`Measure` by measure jobs on the workers: one job per arm and run range, each tag
@@ -173,8 +208,6 @@ class MeasureJobs:
     rounds: list[dict[str, Any]] = field(default_factory=list)
 
     def __call__(self, plans: Mapping[str, Sequence[RunRange]]) -> dict[str, Outcomes]:
-        from optiflow.core.drift.spec import DriftSpec
-        from optiflow.core.measure.report import MeasureDocument
         from optiflow.core.measure.spec import MeasureSpec
 
         started = time.perf_counter()
@@ -190,19 +223,17 @@ class MeasureJobs:
                     tag=self.tags[arm],
                     runs=r.stop - r.start,
                     split="test",
-                    drift=DriftSpec(against="none", first_run=r.start),
+                    drift=bench_drift(r.start),
                 )
                 launched.append((arm, r, self.client.submit(m)))
         out = {arm: Outcomes() for arm in plans}
         calls = 0
         for arm, r, handle in launched:
-            doc = handle.wait(timeout=4 * 3600).raise_for_error().report
-            assert isinstance(doc, MeasureDocument)
-            items = trial_items(self.client, handle.id, r.calls)
-            if len(items) < r.calls:
-                self.say(f"  measure job {handle.id} ({arm}): {len(items)} of {r.calls} results stored")
-            out[arm] = out[arm].extend(placed(items, r, doc.first_run))
-            calls += len(items)
+            got = collect(self.client, handle, r)
+            if len(got.items) < r.calls:
+                self.say(f"  measure job {handle.id} ({arm}): {len(got.items)} of {r.calls} results stored")
+            out[arm] = out[arm].extend(got.outcomes)
+            calls += len(got.items)
         self.rounds.append({"calls": calls, "wall_s": time.perf_counter() - started})
         return out
 

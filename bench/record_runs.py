@@ -16,7 +16,10 @@ Redis, each (sample, run) an ``evaluate`` task that renders the prompt under the
 and calls SmolLM2-135M-Instruct (llama.cpp server on 127.0.0.1) through litellm, judged by the
 example's check. The per-(sample, run) pass/fail is read back from the job's trial items. Runs
 are recorded in chunks of ``--chunk`` runs, alternating the arms, so a change in machine load
-falls on both arms alike.
+falls on both arms alike. Each chunk's measure job has drift off and its runs numbered from the
+chunk's first run (a measure of a tag would otherwise continue the run indices of the tag's
+earlier measures); its results are placed by run index relative to the job's ``first_run``
+(:func:`bench.real_heldout.collect`).
 
 Sampling: the server is started with a random ``--seed`` (recorded); requests carry no seed, so
 llama-cpp-python draws each request's sampling seed from the previous one, and the server keeps
@@ -47,8 +50,12 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from bench.real_heldout import bench_drift, collect
 from optiflow.core.compress.spec import CompressSpec
-from optiflow.core.measure.report import MeasureDocument, wilson_interval
+from optiflow.core.dataset import Dataset
+from optiflow.core.gate import Outcomes, RunRange
+from optiflow.core.gate.outcomes import MISSING
+from optiflow.core.measure.report import wilson_interval
 from optiflow.core.measure.spec import MeasureSpec
 from optiflow.core.model import ModelConfig
 from optiflow.core.overrides import SectionOverride
@@ -196,48 +203,84 @@ def point_at(config: ModelConfig, server: LocalModelServer) -> ModelConfig:
     return config.model_copy(update={"model": server.model, "api_base": server.api_base})
 
 
-def measure_chunk(
-    client: Client,
-    spec: MeasureSpec,
-    first_run: int,
-    arm: dict[str, str],
-) -> dict[str, Any]:
-    """One measure job on the workers; its (sample, run) results appended to ``arm``."""
+def chunk_spec(
+    base: CompressSpec, model: ModelConfig, dataset: Dataset, arm: str, first: int, runs: int, split: str
+) -> MeasureSpec:
+    """The measure job of ``arm``'s runs ``first .. first+runs-1``: the harmful arm with the edit on
+    its own tag, ``baseline-test`` on the test split; drift off and the runs numbered from
+    ``first`` (:func:`bench.real_heldout.bench_drift`: a measure of a tag would otherwise continue
+    the run indices of the tag's earlier measures)."""
+    harmful = arm == "harmful"
+    return MeasureSpec(
+        name=f"record-{arm}",
+        prompt=base.prompt,
+        dataset=dataset,
+        check=base.check,
+        model=model,
+        tag="bench-harmful" if harmful else "stable",
+        baseline_overrides=harmful_overrides(base.prompt) if harmful else (),
+        runs=runs,
+        split="test" if arm == "baseline-test" else split,
+        drift=bench_drift(first),
+    )
+
+
+def measure_chunk(client: Client, spec: MeasureSpec, arm: dict[str, str]) -> dict[str, Any]:
+    """One measure job on the workers (the runs ``spec.drift.first_run ..`` of every sample, which
+    ``arm`` holds the runs before of); its results placed in ``arm`` by run index relative to the
+    job's ``first_run``. Raises when a (sample, run) result is missing."""
+    if not spec.drift.off:  # with drift on, the job's runs would continue the tag's earlier measures'
+        raise ValueError(f"{spec.name}: a recording's measure job has drift off (chunk_spec)")
+    first = spec.drift.first_run
+    ids = tuple(spec.sample_ids())
+    r = RunRange(start=first, stop=first + spec.runs, sample_ids=ids)
+    behind = [s for s in ids if len(arm.get(s, "")) != first]
+    if behind:
+        raise RuntimeError(
+            f"runs {first}-{r.stop - 1}: {len(behind)} sample(s) do not have {first} runs yet, e.g. {behind[:3]}"
+        )
     started = time.perf_counter()
     job = client.submit(spec)
-    doc = job.wait(timeout=4 * 3600).raise_for_error().report
+    got = collect(client, job, r)
     wall = time.perf_counter() - started
-    assert isinstance(doc, MeasureDocument)
-    items = [r for r in client.runtime.jobs.trial_items(job.id) if not r.skipped]
-    got = {(r.sample_id, r.run): r for r in items}
-    ids = spec.sample_ids()
-    missing = [(s, r) for s in ids for r in range(spec.runs) if (s, r) not in got]
+    merged = Outcomes(runs={s: arm.get(s, "") for s in ids}).extend(got.outcomes)
+    missing = [(s, i) for s in ids for i in range(first, r.stop) if merged.seq(s)[i] == MISSING]
     if missing:
-        raise RuntimeError(f"job {job.id}: {len(missing)} (sample, run) results missing, e.g. {missing[:3]}")
-    for s in ids:
-        arm[s] = arm.get(s, "") + "".join(
-            "e" if got[s, r].error is not None else "1" if got[s, r].passed else "0" for r in range(spec.runs)
+        raise RuntimeError(
+            f"job {job.id} (first_run {got.doc.first_run}): {len(missing)} (sample, run) results missing, "
+            f"e.g. {missing[:3]}"
         )
-    latencies = [r.latency_ms for r in items if r.success]
+    arm.update(merged.runs)
+    items = got.items
+    latencies = [x.latency_ms for x in items if x.success]
     return {
         "job_id": job.id,
-        "runs": [first_run, first_run + spec.runs - 1],
+        "runs": [first, r.stop - 1],
         "evaluations": len(items),
-        "pass_rate": doc.pass_rate,
-        "errors": doc.errors,
+        "pass_rate": got.doc.pass_rate,
+        "errors": got.doc.errors,
         "wall_s": round(wall, 1),
         "calls_per_s": round(len(items) / wall, 3),
         "latency_p50_ms": round(median(latencies), 1) if latencies else None,
-        "prompt_tokens_mean": round(sum(r.prompt_tokens for r in items) / len(items), 1),
-        "completion_tokens_mean": round(sum(r.completion_tokens for r in items) / len(items), 2),
+        "prompt_tokens_mean": round(sum(x.prompt_tokens for x in items) / len(items), 1),
+        "completion_tokens_mean": round(sum(x.completion_tokens for x in items) / len(items), 2),
     }
+
+
+def plan(runs: dict[str, int], chunk: int) -> list[tuple[str, int, int]]:
+    """``(arm, first run, runs)`` of every measure job: chunks of ``chunk`` runs, the arms
+    alternating (``runs``: per arm, its runs in all)."""
+    out: list[tuple[str, int, int]] = []
+    for first in range(0, max(runs.values(), default=0), chunk):
+        out += [(arm, first, min(chunk, total - first)) for arm, total in runs.items() if first < total]
+    return out
 
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def main() -> None:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -249,68 +292,51 @@ def main() -> None:
     parser.add_argument("--split", default="train")
     parser.add_argument("--concurrency", type=int, default=4, help="eval worker threads")
     parser.add_argument("--limit", type=int, default=0, help="first N samples of each split (smoke runs)")
-    args = parser.parse_args()
-    reason = missing_reason()
-    if reason:
-        print(f"record_runs: the local model is not available: {reason}", file=sys.stderr)
-        sys.exit(2)
+    return parser.parse_args(argv)
 
-    from importlib.metadata import version
 
-    base_spec = load_job(EXAMPLE)
-    assert isinstance(base_spec, CompressSpec)
-    full = base_spec.dataset
-    if args.limit:
-        keep = {*full.split(args.split).ids()[: args.limit], *full.split("test").ids()[: args.limit]}
-        full = full.model_copy(update={"samples": tuple(x for x in full if x.id in keep)})
-    prompt = base_spec.prompt
-    started = time.perf_counter()
+def arm_runs(args: argparse.Namespace) -> dict[str, int]:
+    return {"baseline": args.runs, "harmful": args.harmful_runs, "baseline-test": args.test_runs}
+
+
+@dataclass
+class Session:
+    """What :func:`record` measured: per arm its runs, every chunk, and how the model was served."""
+
+    arms: dict[str, dict[str, str]]
+    chunks: list[dict[str, Any]]
+    model: ModelConfig
+    server_threads: int
+    server_seed: int
+
+
+def record(args: argparse.Namespace, base: CompressSpec, full: Dataset) -> Session:
+    """Every chunk of :func:`plan`, measured on real workers against a llama.cpp server."""
     arms: dict[str, dict[str, str]] = {a: {} for a in ARMS}
     chunks: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         server = LocalModelServer(port=free_port(), log=home / "llama-server.log")
         with server, redis_env(home) as env:
-            model = point_at(base_spec.model, server)
+            model = point_at(base.model, server)
             settings = Settings(
                 redis_url=env["OPTIFLOW_REDIS_URL"],
                 key_prefix=env["OPTIFLOW_KEY_PREFIX"],
                 home=home,
                 database_url=env["OPTIFLOW_DATABASE_URL"],
             )
-
-            def spec(arm: str, runs: int) -> MeasureSpec:
-                return MeasureSpec(
-                    name=f"record-{arm}",
-                    prompt=prompt,
-                    dataset=full,
-                    check=base_spec.check,
-                    model=model,
-                    tag="bench-harmful" if arm == "harmful" else "stable",
-                    baseline_overrides=harmful_overrides(prompt) if arm == "harmful" else (),
-                    runs=runs,
-                    split="test" if arm == "baseline-test" else args.split,
-                )
-
-            plan: list[tuple[str, int, int]] = []  # (arm, first run, runs)
-            for first in range(0, max(args.runs, args.harmful_runs, args.test_runs), args.chunk):
-                for arm, total in (
-                    ("baseline", args.runs),
-                    ("harmful", args.harmful_runs),
-                    ("baseline-test", args.test_runs),
-                ):
-                    if first < total:
-                        plan.append((arm, first, min(args.chunk, total - first)))
+            jobs = plan(arm_runs(args), args.chunk)
             print(
-                f"server {server.api_base} (pid {server.pid}, seed {server.seed}), {len(plan)} measure jobs",
+                f"server {server.api_base} (pid {server.pid}, seed {server.seed}), {len(jobs)} measure jobs",
                 flush=True,
             )
             with (
                 running_workers(env, home, eval_workers=1, eval_concurrency=args.concurrency),
                 Client(settings, embedded=False) as client,
             ):
-                for arm, first, runs in plan:
-                    chunk = {"arm": arm} | measure_chunk(client, spec(arm, runs), first, arms[arm])
+                for arm, first, runs in jobs:
+                    spec = chunk_spec(base, model, full, arm, first, runs, args.split)
+                    chunk = {"arm": arm} | measure_chunk(client, spec, arms[arm])
                     chunks.append(chunk)
                     print(
                         f"  {arm:13} runs {first:2}-{first + runs - 1:2}: pass {chunk['pass_rate']:.1%}  "
@@ -318,44 +344,45 @@ def main() -> None:
                         f"({chunk['calls_per_s']:.2f}/s)",
                         flush=True,
                     )
-    wall = time.perf_counter() - started
-    summaries = {a: summary(arms[a]) for a in ARMS if arms[a]}
-    harm = effect(arms["baseline"], arms["harmful"]) if arms["harmful"] else None
-    data = {
-        "settings": {
-            "recorded_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}",
-            "example": "examples/review-sentiment",
-            "prompt_sha256": sha256(EXAMPLE.parent / "prompt.yaml"),
-            "dataset_sha256": sha256(EXAMPLE.parent / "dataset.jsonl"),
-            "split": args.split,
-            "runs": {"baseline": args.runs, "harmful": args.harmful_runs, "baseline-test": args.test_runs},
-            "chunk_runs": args.chunk,
-            "model": model.model,
-            "params": {k: v for k, v in model.params.items() if k != "api_key"},
-            "check": base_spec.check.model_dump(mode="json"),
-            "gguf": find_gguf().name,
-            "gguf_sha256": sha256(find_gguf()),
-            "llama_cpp_python": version("llama-cpp-python"),
-            "litellm": version("litellm"),
-            "server_threads": server.n_threads,
-            "server_seed": server.seed,
-            "seed_handling": "server started with server_seed; requests carry no seed, so llama-cpp-python draws each "
-            "request's sampling seed from the previous one; no prompt cache: every (sample, run) is an independent draw",
-            "path": "measure jobs on real Celery workers (1 eval worker, threads) on Redis; evaluate task -> "
-            "litellm -> llama.cpp server; per-(sample, run) results from the jobs' trial items",
-            "eval_concurrency": args.concurrency,
-            "harmful_edit": {"path": list(HARMFUL_PATH), "body": HARMFUL_BODY},
-            "model_time_s": round(sum(c["wall_s"] for c in chunks), 1),
-            "wall_s": round(wall, 1),
-            "encoding": "per run one character: 1 passed, 0 failed, e the call errored (counts as not passed)",
-        },
-        "summary": summaries,
-        "harmful_effect": harm,
-        "chunks": chunks,
-        "arms": {a: dict(sorted(arms[a].items())) for a in ARMS if arms[a]},
+    return Session(arms, chunks, model, server.n_threads, server.seed)
+
+
+def settings_of(args: argparse.Namespace, base: CompressSpec, s: Session, wall: float) -> dict[str, Any]:
+    """The recording's ``settings``: what was recorded, how, and on what."""
+    from importlib.metadata import version
+
+    return {
+        "recorded_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}",
+        "example": "examples/review-sentiment",
+        "prompt_sha256": sha256(EXAMPLE.parent / "prompt.yaml"),
+        "dataset_sha256": sha256(EXAMPLE.parent / "dataset.jsonl"),
+        "split": args.split,
+        "runs": arm_runs(args),
+        "chunk_runs": args.chunk,
+        "model": s.model.model,
+        "params": {k: v for k, v in s.model.params.items() if k != "api_key"},
+        "check": base.check.model_dump(mode="json"),
+        "gguf": find_gguf().name,
+        "gguf_sha256": sha256(find_gguf()),
+        "llama_cpp_python": version("llama-cpp-python"),
+        "litellm": version("litellm"),
+        "server_threads": s.server_threads,
+        "server_seed": s.server_seed,
+        "seed_handling": "server started with server_seed; requests carry no seed, so llama-cpp-python draws each "
+        "request's sampling seed from the previous one; no prompt cache: every (sample, run) is an independent draw",
+        "path": "measure jobs on real Celery workers (1 eval worker, threads) on Redis; evaluate task -> "
+        "litellm -> llama.cpp server; per-(sample, run) results from the jobs' trial items, placed by run index; "
+        "drift off (against: none), each job's runs numbered from its chunk's first run",
+        "eval_concurrency": args.concurrency,
+        "harmful_edit": {"path": list(HARMFUL_PATH), "body": HARMFUL_BODY},
+        "model_time_s": round(sum(c["wall_s"] for c in s.chunks), 1),
+        "wall_s": round(wall, 1),
+        "encoding": "per run one character: 1 passed, 0 failed, e the call errored (counts as not passed)",
     }
-    args.out.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def print_summary(summaries: dict[str, dict[str, Any]], harm: dict[str, Any] | None) -> None:
     for a, s in summaries.items():
         print(
             f"{a:13} {s['samples']} samples x {s['evaluations'] // s['samples']} runs: pass {s['pass_rate']:.1%}  "
@@ -364,11 +391,38 @@ def main() -> None:
             f"flaky {s['flaky']}  always {s['always_passed']}  never {s['never_passed']}  errors {s['errors']}"
         )
     if harm is not None:
-        e = harm
         print(
-            f"harmful edit: {e['mean_difference']:+.1%} [{e['bootstrap95_over_samples'][0]:+.1%}, "
-            f"{e['bootstrap95_over_samples'][1]:+.1%}]  worse {e['samples_worse']}  better {e['samples_better']}"
+            f"harmful edit: {harm['mean_difference']:+.1%} [{harm['bootstrap95_over_samples'][0]:+.1%}, "
+            f"{harm['bootstrap95_over_samples'][1]:+.1%}]  worse {harm['samples_worse']}  better {harm['samples_better']}"
         )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    reason = missing_reason()
+    if reason:
+        print(f"record_runs: the local model is not available: {reason}", file=sys.stderr)
+        sys.exit(2)
+    base = load_job(EXAMPLE)
+    assert isinstance(base, CompressSpec)
+    full = base.dataset
+    if args.limit:
+        keep = {*full.split(args.split).ids()[: args.limit], *full.split("test").ids()[: args.limit]}
+        full = full.model_copy(update={"samples": tuple(x for x in full if x.id in keep)})
+    started = time.perf_counter()
+    s = record(args, base, full)
+    wall = time.perf_counter() - started
+    summaries = {a: summary(s.arms[a]) for a in ARMS if s.arms[a]}
+    harm = effect(s.arms["baseline"], s.arms["harmful"]) if s.arms["harmful"] and s.arms["baseline"] else None
+    data = {
+        "settings": settings_of(args, base, s, wall),
+        "summary": summaries,
+        "harmful_effect": harm,
+        "chunks": s.chunks,
+        "arms": {a: dict(sorted(s.arms[a].items())) for a in ARMS if s.arms[a]},
+    }
+    args.out.write_text(json.dumps(data, indent=1) + "\n")
+    print_summary(summaries, harm)
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes) in {wall / 60:.1f} min")
 
 
