@@ -4,14 +4,15 @@ every set, printed. The sets, in the order they were written:
 - ``tune`` (65) and ``held-out`` (95), ``faithfulness_pairs.jsonl``: written alongside the check;
   held-out gave 86.3% on its first run, then the rules were corrected after reading both.
 - ``held-out-2`` (39): written after the rules were frozen, committed before they ran: 79.5%.
-- ``held-out-3`` (60), ``held-out-4`` (70), ``held-out-5`` (80) and ``held-out-6`` (90, 45
-  honest and 45 meaning changes), the last three in new domains: each written and labelled by a
-  session that never read the check (nor, from -4 on, the earlier pairs), committed before the
-  check first ran on it. Their first runs are each round's independent estimate: held-out-3 80.0%
-  on the check of 6168341; held-out-4 67.1% on the third round's check; held-out-5 72.5% on the
-  fourth round's; held-out-6 62.2% on the fifth round's (25 of 45 honest accepted, 31 of 45
-  meaning changes refused). After each first run but held-out-6's the rules were corrected on that
-  set's errors too, so only held-out-6's number printed here is still independent.
+- ``held-out-3`` (60), ``held-out-4`` (70), ``held-out-5`` (80), ``held-out-6`` (90) and
+  ``held-out-7`` (100; -6 and -7 half honest, half meaning changes), the last four in new domains:
+  each written and labelled by a session that never read the check (nor, from -4 on, the earlier
+  pairs), committed before the check first ran on it. Their first runs are each round's
+  independent estimate: held-out-3 80.0% on the check of 6168341; held-out-4 67.1% on the third
+  round's check; held-out-5 72.5% on the fourth round's; held-out-6 62.2% on the fifth round's;
+  held-out-7 66.0% on the sixth round's, the shipped check (30 of 50 honest accepted, 36 of 50
+  meaning changes refused). After each first run but held-out-7's the rules were corrected on that
+  set's errors too, so only held-out-7's number printed here is still independent.
 
 Labels follow issue 31's rules, which the default check enforces: three pairs of the first suite
 were relabelled to them after the second round (#72 drops a sentence stating a number, #82 drops
@@ -39,6 +40,7 @@ HELD_OUT_3 = tuple(p for p in PAIRS if p.split == "held-out-3")
 HELD_OUT_4 = tuple(p for p in PAIRS if p.split == "held-out-4")
 HELD_OUT_5 = tuple(p for p in PAIRS if p.split == "held-out-5")
 HELD_OUT_6 = tuple(p for p in PAIRS if p.split == "held-out-6")
+HELD_OUT_7 = tuple(p for p in PAIRS if p.split == "held-out-7")
 ISSUE_KINDS = (
     "negation dropped",
     "negation added",
@@ -91,7 +93,11 @@ def test_accuracy_on_each_half() -> None:
     assert accuracy(fourth) >= 0.78
     sixth = _report("held-out-6 (18 new domains, written by a session that never read the check)", HELD_OUT_6)
     assert accuracy(fifth) >= 0.82
+    seventh = _report(
+        "held-out-7 (20 new domains, written by a session that never read the check)", HELD_OUT_7
+    )
     assert accuracy(sixth) >= 0.73
+    assert accuracy(seventh) >= 0.66
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
