@@ -16,6 +16,12 @@ from. Within such a pair this module reads *clauses* (a sentence cut at ``, ; : 
   parking ticket, except about a lawyer");
 - **a name added**: a capitalised word inside a sentence ("Fridays", "German") that the original
   does not have in any form: a day, a language, a country or a team changed;
+- **a comparison turned round** (:func:`direction`): "below" → ">", "within 14 days" → "after";
+  "never more than 25 kg" is "at most 25 kg" (a negation just before a comparison turns it, unless
+  a second negation cancels it, :func:`cancelled`); only thresholds count (a number or a named
+  level in the clause, or three words in common);
+- **an obligation softened** (:func:`weakened`): "must never ask" → "try to avoid asking";
+- **a unit changed** (:func:`units_changed`): "per month" → "per week";
 - **acronyms**: the initials of the original's consecutive words ("two-factor authentication" →
   "2FA"), so a proposal's acronym is no new code.
 
@@ -78,7 +84,7 @@ ACRONYM = 6
 """Acronyms of up to this many words are recognised."""
 
 Kind = Callable[[str], tuple[str, str, str, int, str, str]]
-"""A token's (kind, lowered, stem or value, ...) as :class:`optiflow.core.provenance.Reader` reads it."""
+"""A token's (kind, lowered, stem or value, ...) as :class:`optiflow.core.reading.Reader` reads it."""
 
 
 @dataclass(slots=True)
