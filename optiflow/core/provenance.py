@@ -303,8 +303,10 @@ def _subsequence(short: str, word: str) -> bool:
 def _join_marked(
     orig: Sequence[Sentence], prop: Sequence[Sentence], sources: list[tuple[int, ...]], supports: list[float]
 ) -> None:
-    """A proposal sentence's number, code or label joins its sources the original sentence that
-    states it, when the proposal sentence shares that sentence's words (:func:`_shares`)."""
+    """A proposal sentence's number, code, label, negation, exception or "only" joins its sources
+    the original sentences that state it, when the proposal sentence shares their words
+    (:func:`_shares`): "Do not onboard users from sanctioned countries: if ..." merges "Users from
+    sanctioned countries must not be onboarded" with the sentence it was aligned to."""
     where_marked: dict[str, list[int]] = defaultdict(list)
     for i, o in enumerate(orig):
         for key in o.markers:
@@ -318,9 +320,7 @@ def _join_marked(
         for k in p.markers:
             stating = where_marked.get(k, [])
             if k in have and not k.startswith(("code:", "num:")):
-                continue  # a label stated everywhere ("positive") does not pull its sentences in;
-                # a negation, exception or "only" joins the sentence it comes from ("Do not onboard
-                # users from sanctioned countries: if ..." merges "Users ... must not be onboarded")
+                continue  # a label ("positive") or a negation its sources state pulls no more in
             once = len(stating) == 1
             extra.update(i for i in stating if i not in sources[j] and _shares(orig[i], p, known, once))
         if extra and sources[j]:
