@@ -282,16 +282,27 @@ def _swapped(src: Sequence[Sentence], dst: Sentence) -> str:
     return ""
 
 
+ABBREVIATION_WORDS = 64
+"""Source words an added code is compared with to see whether it abbreviates one (bounded work per
+code: an adversarial proposal of thousands of capitals costs no more than a few per token)."""
+
+
 def _abbreviates(code: str, sources: Sequence[Sentence]) -> bool:
     """``code`` ("DB", "Prod") is one of its sources' words shortened: its letters in order, the
-    first one first ("database", "production")."""
+    first one first ("database", "production"); at most :data:`ABBREVIATION_WORDS` words looked at."""
     low = code.lower()
     if not low.isalpha() or len(low) > 6:
         return False
+    seen = 0
     for s in sources:
         for w in s.words:
-            if w[:1] == low[:1] and len(w) > len(low) and _subsequence(low, w):
+            if w[:1] != low[:1] or len(w) <= len(low):
+                continue
+            if _subsequence(low, w):
                 return True
+            seen += 1
+            if seen >= ABBREVIATION_WORDS:
+                return False
     return False
 
 
