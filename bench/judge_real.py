@@ -36,7 +36,6 @@ import json
 import os
 import platform
 import random
-import re
 import subprocess
 import sys
 import tempfile
@@ -52,7 +51,7 @@ from typing import Any
 from optiflow.core.faithfulness import JudgeSpec
 from optiflow.core.model import ModelConfig
 from optiflow.errors import ModelProviderError
-from optiflow.llm.faithjudge import parse_same
+from optiflow.llm.faithjudge import json_verdict, parse_same
 from tests.core import faithfulness_pairs as suite
 from tests.core.faithfulness_pairs import Pair
 
@@ -140,22 +139,12 @@ def stratified(ps: Sequence[Pair], n: int, seed: str) -> list[Pair]:
 
 def answer_form(text: str) -> str:
     """How ``parse_same`` read an answer: ``json``, ``word`` (a first word that is exactly yes or
-    no), ``prefix`` (a yes/no read off the start of another word: "Nordhaven", "Note", "None"),
-    or ``neither``."""
+    no) or ``neither``. (The committed run's ``prefix``, a yes/no read off the start of another
+    word such as "Nordhaven", was the parser's before it read the whole first word.)"""
     same, _ = parse_same(text)
     if same is None:
         return "neither"
-    out = text.strip()
-    start, end = out.find("{"), out.rfind("}")
-    if 0 <= start < end:
-        try:
-            data = json.loads(out[start : end + 1])
-        except ValueError:
-            data = None
-        if isinstance(data, dict) and isinstance(data.get("same"), bool):
-            return "json"
-    word = re.match(r"[*\"' ]*([A-Za-z]+)", out)
-    return "word" if word and word.group(1).lower() in ("yes", "no") else "prefix"
+    return "json" if json_verdict(text) is not None else "word"
 
 
 # -- judging --------------------------------------------------------------------------------------

@@ -38,17 +38,27 @@ def same_messages(a: str, b: str) -> list[dict[str, str]]:
     ]
 
 
-def parse_same(text: str) -> tuple[bool | None, str]:
-    """(same?, reason) from a judge's answer; None when it says neither."""
+def json_verdict(text: str) -> dict[str, object] | None:
+    """The ``{"same": true|false, ...}`` object in a judge's answer, or None when it has none."""
     out = text.strip()
     start, end = out.find("{"), out.rfind("}")
     if 0 <= start < end:
         try:
             data = json.loads(out[start : end + 1])
         except ValueError:
-            data = None
+            return None
         if isinstance(data, dict) and isinstance(data.get("same"), bool):
-            return data["same"], str(data.get("reason", ""))[:REASON_CHARS]
+            return data
+    return None
+
+
+def parse_same(text: str) -> tuple[bool | None, str]:
+    """(same?, reason) from a judge's answer (:func:`json_verdict`, else its first word); None when
+    it says neither."""
+    data = json_verdict(text)
+    if data is not None:
+        return bool(data["same"]), str(data.get("reason", ""))[:REASON_CHARS]
+    out = text.strip()
     head = out[:16].lstrip("*\"' ").lower()
     first = head[: next((i for i, c in enumerate(head) if not c.isalpha()), len(head))]
     if first == "yes":  # the whole first word: "yesterday" is no yes, "Nordhaven" no no
