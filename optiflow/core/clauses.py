@@ -35,7 +35,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from optiflow.core.vocabulary import NOT_PREFIXED, NUMBER_WORDS, QUOTES, STOPWORDS, stem, unit_word
+from optiflow.core.vocabulary import NUMBER_WORDS, QUOTES, STOPWORDS, negative_word, stem, unit_word
 
 MIN_SHARED = 2
 """A proposal clause is compared with an original clause when they share at least this many
@@ -153,7 +153,7 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
             clause.quantity = True
         if not quoted:
             _modal(out, clause, tok, low, prev)
-            if low in NEGATIVE or low.endswith("n't") or _negative_word(low):
+            if low in NEGATIVE or low.endswith("n't") or negative_word(low):
                 clause.negations += low in PURE or low.endswith("n't")  # "decline" is no second "not"
                 if not (low == "few" and prev == "a") and not clause.negation:
                     clause.negation = tok
@@ -291,11 +291,7 @@ def polarity(proposal: Read, sources: Sequence[Read]) -> str:
     originals = [c for r in sources for c in r.clauses if c.words][:CLAUSES]
     mine = [c for c in proposal.clauses if c.words][:CLAUSES]
     negated = [c for c in mine if c.negation]
-    by_word: dict[str, list[Clause]] = defaultdict(list)
-    for c in mine:
-        for w in c.words:
-            if len(by_word[w]) < POSTINGS:
-                by_word[w].append(c)
+    by_word = _index(mine)
     for o in originals:
         if not o.negation or not o.scope or o.negations % 2 == 0:
             continue
@@ -308,22 +304,26 @@ def polarity(proposal: Read, sources: Sequence[Read]) -> str:
                 break  # told negated in another clause of the sentence
             words = ", ".join(repr(w) for w in sorted(shared)[:3])
             return f"drops the negation {o.negation!r} of {words}"
-    with_word: dict[str, list[Clause]] = defaultdict(list)
-    for o in originals:
-        for w in o.words:
-            if len(with_word[w]) < POSTINGS:
-                with_word[w].append(o)
+    with_word = _index(originals)
     for c in negated:
-        if not c.scope:
+        if not c.scope or c.negations % 2 == 0:
             continue
         scope = set(c.scope)
         matches = [o for o in with_word.get(c.scope[0], ()) if len(o.words & c.words) >= MIN_SHARED]
-        if c.negations % 2 == 0:
-            continue
         if matches and not any(o.negation or _equivalent(c, o) or _turned(c, o) for o in matches):
             words = ", ".join(repr(w) for w in sorted(matches[0].words & scope)[:3])
             return f"adds the negation {c.negation!r} to {words}"
     return ""
+
+
+def _index(clauses: Sequence[Clause]) -> dict[str, list[Clause]]:
+    """Word -> the clauses that have it, at most :data:`POSTINGS` of them."""
+    out: dict[str, list[Clause]] = defaultdict(list)
+    for c in clauses:
+        for w in c.words:
+            if len(out[w]) < POSTINGS:
+                out[w].append(c)
+    return out
 
 
 def _equivalent(p: Clause, o: Clause) -> bool:
@@ -341,11 +341,6 @@ def cancelled(r: Read) -> bool:
 def _turned(p: Clause, o: Clause) -> bool:
     """One negation for another way round of the same comparison."""
     return (_flips(p) or _flips(o)) and bool(p.direction and o.direction) and _effective(p) == _effective(o)
-
-
-def _negative_word(low: str) -> bool:
-    """A negation told in one word: "undeliverable", "unconfirmed", "non-refundable"."""
-    return len(low) > 6 and low.startswith(("un", "non")) and not low.startswith(NOT_PREFIXED)
 
 
 def exception_moved(proposal: Read, sources: Sequence[Read]) -> str:

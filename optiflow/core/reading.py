@@ -20,7 +20,6 @@ from optiflow.core.vocabulary import (
     LEADERS,
     NEGATION,
     NOT_AFTER_COMMA,
-    NOT_PREFIXED,
     NUMBER_WORDS,
     ONLY,
     ORDERING,
@@ -33,6 +32,7 @@ from optiflow.core.vocabulary import (
     STOPWORDS,
     STRONG,
     VERDICT,
+    negative_word,
     stem,
     unit_word,
 )
@@ -198,7 +198,7 @@ class Reader:
             return ("only", low, "", 0, "only", "")
         if low in STOPWORDS or len(low) < 2:
             return ("stop", low, "", force, "", "")
-        if len(low) > 6 and low.startswith(("un", "non")) and not low.startswith(NOT_PREFIXED):
+        if negative_word(low):
             return ("word", low, stem(low), force, "qneg", "")  # "unconfirmed": a negation told in a word
         return ("word", low, stem(low), force, "", "")
 
@@ -409,7 +409,7 @@ def _bind(s: Sentence, segments: list[tuple[set[str], set[str]]]) -> None:
     for labs, words in merged:
         if len(labs) == 1:
             (lab,) = labs
-            for w in words - {"("}:
+            for w in sorted(words - {"("}):  # in order: the same reason in every process
                 s.bindings.setdefault(w, set()).add(lab)
 
 

@@ -98,6 +98,11 @@ UNIT_ABBREVIATIONS = {
 """A unit as abbreviated ("24h", "48 hrs", "5 min")."""
 
 
+def negative_word(low: str) -> bool:
+    """A negation told in one word: "undeliverable", "unconfirmed", "non-refundable"."""
+    return len(low) > 6 and low.startswith(("un", "non")) and not low.startswith(NOT_PREFIXED)
+
+
 def unit_word(word: str) -> str:
     w = word.lower()
     if w in UNIT_ABBREVIATIONS:
