@@ -294,7 +294,7 @@ def measure(original: str, proposal: str, ctx: FaithfulnessContext) -> tuple[flo
     support = 1.0 - sum(wp[w] for w in new) / sum(wp.values()) if wp else 1.0
     kept = sum(wo[w] for w in o if _has(p, p_prefixes, w))
     coverage = kept / sum(wo.values()) if wo else 1.0
-    return support, coverage, sorted(new, key=lambda w: -wp[w])
+    return support, coverage, sorted(new, key=lambda w: (-wp[w], w))  # rarest first, then by name
 
 
 def check(
