@@ -349,15 +349,16 @@ def provenance(
     reader = Reader(labels)
     acronyms = cache(lambda: clauses.acronyms(tokenize(original)))
     orig_texts, prop_texts = examples(sentences(original)), examples(sentences(proposal))
-    orig = [reader.read(t) for t in orig_texts]
+    orig_tokens, prop_tokens = [tokenize(t) for t in orig_texts], [tokenize(t) for t in prop_texts]
+    orig = [reader.read(t, k) for t, k in zip(orig_texts, orig_tokens, strict=True)]
     reader.quoted = False
-    prop = [reader.read(t) for t in prop_texts]
+    prop = [reader.read(t, k) for t, k in zip(prop_texts, prop_tokens, strict=True)]
     for s in (*orig, *prop):
         if s.text in orig_texts.answers or s.text in prop_texts.answers:
             s.lead, s.example = "answer:", True  # an example with its answer: it shows a rule
             s.words = {w for w in s.words if not w.startswith("=")}  # its example finds its source
-    orig_clauses = [clauses.read(tokenize(t), reader.cached) for t in orig_texts]
-    prop_clauses = [clauses.read(tokenize(t), reader.cached) for t in prop_texts]
+    orig_clauses = [clauses.read(k, reader.cached) for k in orig_tokens]
+    prop_clauses = [clauses.read(k, reader.cached) for k in prop_tokens]
     sources, supports = align(orig, prop)
     _join_marked(orig, prop, sources, supports)
     stated = {k for p in prop for k in p.markers}

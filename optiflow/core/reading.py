@@ -209,12 +209,12 @@ class Reader:
                 return lab, n
         return "", 0
 
-    def read(self, text: str) -> Sentence:
-        """One sentence's words and markers, in one pass over its tokens (a double quote left open
-        runs on into the next sentence)."""
+    def read(self, text: str, tokens: list[str] | None = None) -> Sentence:
+        """One sentence's words and markers, in one pass over its tokens (``tokenize(text)`` when
+        not given; a double quote left open runs on into the next sentence)."""
         s = Sentence(text=text)
         markers, words = s.markers, s.words
-        tokens = tokenize(text)
+        tokens = tokenize(text) if tokens is None else tokens
         kinds = self._kinds(tokens)
         bind = any(
             k[0] == "label" or k[1] in self.first or (k[0] == "code" and k[1][0] not in "${") for k in kinds
