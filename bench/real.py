@@ -667,6 +667,18 @@ def held_out_line(test: Mapping[str, Any]) -> str:
     return f"{line}: {test['verdict']}{' (cap)' if test['capped'] else ''}"
 
 
+def job_head(spec: CompressSpec, run: JobRun, args: argparse.Namespace) -> dict[str, Any]:
+    """What the results say of any job run, completed or failed."""
+    return {
+        "samples": len(spec.dataset),
+        "strategy": spec.strategy.type,
+        "concurrency": args.concurrency,
+        "max_runs_override": args.max_runs,
+        "wall_s": run.wall_s,
+        "job_id": run.job_id,
+    }
+
+
 def failed_job(spec: CompressSpec, run: JobRun, args: argparse.Namespace) -> dict[str, Any]:
     """A job that failed (the ablation found the dataset blind to the sections, say): nothing saved,
     the reason kept for the results."""
@@ -676,12 +688,7 @@ def failed_job(spec: CompressSpec, run: JobRun, args: argparse.Namespace) -> dic
         if not s.frozen
     )
     return {
-        "samples": len(spec.dataset),
-        "strategy": spec.strategy.type,
-        "concurrency": args.concurrency,
-        "max_runs_override": args.max_runs,
-        "wall_s": run.wall_s,
-        "job_id": run.job_id,
+        **job_head(spec, run, args),
         "failed": run.error,
         "report": None,
         "edits": [],
@@ -712,12 +719,7 @@ def job_result(spec: CompressSpec, run: JobRun, args: argparse.Namespace) -> dic
             f"{row['outcome']}{gate}"
         )
     return {
-        "samples": len(spec.dataset),
-        "strategy": spec.strategy.type,
-        "concurrency": args.concurrency,
-        "max_runs_override": args.max_runs,
-        "wall_s": run.wall_s,
-        "job_id": run.job_id,
+        **job_head(spec, run, args),
         "calls_per_s": calls / run.wall_s,
         "report": rep,
         "edits": run.edits,
