@@ -5,7 +5,8 @@ proposal, ``faithful`` (labelled by reading: does the proposal impose the same i
 ``kind`` of pair, its ``source`` (``real-*``: SmolLM2's own proposals from
 ``bench/real_proposals.md``; ``derived-real-*``: made from them or from the pieces SmolLM2's
 extractive runs chose among; ``written``), and a fixed ``split``: thresholds are chosen on
-``tune``, accuracy is reported on ``held-out``. ``faithfulness_pairs_gen.py`` wrote the file.
+``tune``, accuracy is reported on ``held-out``. The lines are the data: a one-off script wrote
+them, and labels revised since are revised here (their ``note`` says so).
 """
 
 from __future__ import annotations
