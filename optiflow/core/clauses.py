@@ -53,7 +53,7 @@ PURE = frozenset("not no never none nothing nobody neither nor cannot without".s
 """The negations that cancel in pairs ("not ... without"); a negative verb does not."""
 EXCEPT = frozenset({"except", "unless", "excluding", "besides"})
 ONLY = frozenset({"only", "solely", "exclusively"})
-CUT = frozenset({",", ";", ":", "(", ")"})
+CUT = frozenset({",", ";", ":", "\u2192", "(", ")"})
 STRONG = frozenset({"must", "always", "never", "shall", "required", "mandatory"})
 REFUSE = frozenset(
     """refuse decline ignore omit skip exclude forbid prohibit reject withhold off-limits forbidden
@@ -66,10 +66,12 @@ HEDGES = frozenset(
 )
 """Words that soften an order: a proposal using one where the original obliges weakens it."""
 LESS = frozenset(
-    """below under less fewer lower shorter younger earlier before within < <= ≤ maximum""".split()  # noqa: SIM905
+    """below under less fewer lower shorter younger earlier before within < <= ≤ maximum smaller
+    newer sooner cheaper lighter""".split()  # noqa: SIM905
 )
 MORE = frozenset(
-    """above over more greater higher longer older later after exceed exceeds > >= ≥ minimum""".split()  # noqa: SIM905
+    """above over more greater higher longer older later after exceed exceeds > >= ≥ minimum larger
+    bigger heavier""".split()  # noqa: SIM905
 )
 """Comparison words by direction ("at most" / "at least" too); "not more than" is "at most"."""
 TEMPORAL = frozenset({"before", "after", "within", "earlier", "later"})
@@ -110,6 +112,9 @@ class Clause:
     quantity: bool = False
     """It states a number, an amount or a named threshold ("12", "$10,000", "risk_tolerance"): a
     comparison is a threshold only then ("more than enough" is none)."""
+    numbers: set[str] = field(default_factory=set)
+    """The numbers it states, as digits ("4.3", "10,000"): a comparison with the same number is
+    the same threshold ("Rating > 4.3 -> ..." against "Drivers below 4.3 are ...")."""
 
 
 @dataclass(slots=True)
@@ -145,16 +150,21 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
             continue
         if low in CUT:
             out.clauses.append(Clause())
-            if low in (";", ":", "("):
-                start, in_exception = low != ":", False  # a heading's colon: a name may follow it
+            if low in (";", ":", "\u2192", "("):
+                # a heading's colon or an arrow: a name may follow it ("German → European Portuguese")
+                start, in_exception = low not in (":", "\u2192"), False
             continue
         clause = out.clauses[-1]
         if tok[0].isdigit() or "_" in tok or tok[0] == "$" or low in NUMBER_WORDS:
             clause.quantity = True
+            value = NUMBER_WORDS.get(low) or _digits(tok)
+            if value and len(clause.numbers) < CLAUSES:
+                clause.numbers.add(value)
         if not quoted:
             _modal(out, clause, tok, low, prev)
             if low in NEGATIVE or low.endswith("n't") or negative_word(low):
-                clause.negations += low in PURE or low.endswith("n't")  # "decline" is no second "not"
+                # "decline" is no second "not"; nor is "nor" ("neither X nor Y" is one negation)
+                clause.negations += (low in PURE and low != "nor") or low.endswith("n't")
                 if not (low == "few" and prev == "a") and not clause.negation:
                     clause.negation = tok
                     if low not in NEGATIVE and not low.endswith("n't"):
@@ -170,12 +180,25 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
         k = kind(tok)
         if k[0] == "code" and "_" in tok:
             clause.words.add(low)  # a named threshold ("risk_tolerance") is what the clause compares
+        elif unit_word(low) and unit_word(low) not in _NOT_UNITS:
+            clause.words.add(unit_word(low))  # "24 h" and "24 hours" compare the same unit
         elif k[0] in ("word", "exc", "avoid") and low not in STOPWORDS and low not in EXCEPT:
             clause.words.add(k[2])
             if clause.negation and not quoted and low not in NEGATIVE:
                 clause.scope.append(k[2])
             (out.excepted if in_exception else out.main).add(k[2])
     return out
+
+
+def _digits(tok: str) -> str:
+    """The number a token opens with, as digits ("4.3", "10,000" from "$10,000"; "" when none)."""
+    i = 1 if tok[:1] in "$\u20ac\u00a3" else 0
+    j = i
+    while j < len(tok) and (
+        tok[j].isdigit() or (tok[j] in ".," and j + 1 < len(tok) and tok[j + 1].isdigit())
+    ):
+        j += 1
+    return tok[i:j] if j > i and tok[i].isdigit() else ""
 
 
 def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str) -> None:
@@ -278,6 +301,9 @@ def direction(proposal: Read, sources: Sequence[Read]) -> str:
             elif n == best and n:
                 tied.append(o)
         mine = _effective(c)
+        same = [o for o in originals if c.numbers & o.numbers and not (o.negations or c.negations)]
+        if same and all(mine not in _directions(o) for o in same):
+            return f"changes the comparison {same[0].compared!r} to {c.compared!r}"  # the same threshold
         # a threshold: a number or a named level on both sides, or three words in common
         tied = [o for o in tied if (c.quantity and o.quantity) or best >= THRESHOLD_WORDS]
         if best >= min(MIN_SHARED, len(c.words)) and tied and all(mine not in _directions(o) for o in tied):
@@ -367,9 +393,23 @@ def vocabulary(tokens: Iterable[str]) -> tuple[set[str], set[str]]:
     words: set[str] = set()
     for tok in tokens:
         low = tok.lower().removesuffix("'s")
-        words.add(low)
-        words.add(stem(low))
+        for w in {low, *low.split("-")}:  # "Monday-to-Sunday" has "Sunday" ("Sun")
+            words.add(w)
+            words.add(stem(w))
     return words, {w[:n] for w in words for n in (3, 4, 5) if len(w) >= n}
+
+
+FUNCTION_WORDS = (
+    NEGATIVE
+    | EXCEPT
+    | ONLY
+    | STRONG
+    | HEDGES
+    | frozenset(
+        "may should can cannot need needs note then else".split()  # noqa: SIM905
+    )
+)
+"""Words that are never a name, capitalised or not (an instruction's own words)."""
 
 
 def names_added(proposal: Iterable[Read], original: tuple[set[str], set[str]]) -> str:
@@ -378,8 +418,8 @@ def names_added(proposal: Iterable[Read], original: tuple[set[str], set[str]]) -
     for r in proposal:
         for low, shown in r.names.items():
             base = low.removesuffix("'s")
-            if base in STOPWORDS:
-                continue  # "All fine", "If red": a capital after a list number or an arrow
+            if base in STOPWORDS or base in FUNCTION_WORDS:
+                continue  # "All fine", "If red", "Never guess": a capital after a number or an arrow
             if base in words or stem(base) in words or base[:5] in prefixes:
                 continue  # its word, or its abbreviation ("Mon" for "Monday")
             return f"adds the name {shown!r}"

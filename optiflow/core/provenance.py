@@ -269,16 +269,21 @@ def _negation_moved(o: Sentence, made: Sequence[Sentence]) -> str:
 
 
 def _swapped(src: Sequence[Sentence], dst: Sentence) -> str:
+    """A condition word bound to another of the original's labels or codes than the original binds
+    it to ("delays" -> positive where the original says negative). A label the original binds
+    nothing to is no swap: "2FA: security settings" names a topic, it gives no answer."""
     bound: dict[str, set[str]] = {}
     for s in src:
         for w, labs in s.bindings.items():
             bound.setdefault(w, set()).update(labs)
+    answers = {lab for labs in bound.values() for lab in labs}
     for w, labs in dst.bindings.items():
         was = bound.get(w)
-        if was and len(was) == 1 and not (labs & was):
+        if was and len(was) == 1 and labs & answers and not (labs & was):
             (old,) = was
             what = "codes" if any(c.isdigit() for c in old) else "labels"
-            return f"swaps {what}: {w!r} goes with {sorted(labs)[0]!r} where the original says {old!r}"
+            new = sorted(labs & answers)[0]
+            return f"swaps {what}: {w!r} goes with {new!r} where the original says {old!r}"
     return ""
 
 
@@ -341,6 +346,29 @@ def _join_marked(
                 supports[j] = max(supports[j], len(p.words & union) / len(p.words))
 
 
+def _join_orphans(orig: Sequence[Sentence], prop: Sequence[Sentence], sources: list[tuple[int, ...]]) -> None:
+    """An original sentence no proposal sentence comes from, stating a number, code or label that
+    a proposal sentence states and its sources do not, joins that sentence's sources: it was merged
+    in ("Each question has 4 options." into "5 questions, each with 4 options"), not dropped. Its
+    own markers are then checked against the proposal sentence as any source's are."""
+    used = {i for src in sources for i in src}
+    stating: dict[str, list[int]] = defaultdict(list)
+    for i, o in enumerate(orig):
+        if i not in used:
+            for key in o.markers:
+                if key.startswith(("num:", "code:", "label:")) and len(stating[key]) < MARKER_SOURCES:
+                    stating[key].append(i)
+    if not stating:
+        return
+    for j, p in enumerate(prop):
+        if not sources[j]:
+            continue
+        have = {k for i in sources[j] for k in orig[i].markers}
+        extra = {i for k in p.markers if k not in have for i in stating.get(k, ())}
+        if extra:
+            sources[j] = tuple(sorted({*sources[j], *sorted(extra)[:MARKER_SOURCES]}))
+
+
 def provenance(
     original: str, proposal: str, labels: Sequence[str] = (), sentence_support: float = 0.0
 ) -> tuple[SentenceMap, list[Finding]]:
@@ -361,6 +389,7 @@ def provenance(
     prop_clauses = [clauses.read(k, reader.cached) for k in prop_tokens]
     sources, supports = align(orig, prop)
     _join_marked(orig, prop, sources, supports)
+    _join_orphans(orig, prop, sources)
     stated = {k for p in prop for k in p.markers}
     into: list[list[int]] = [[] for _ in orig]
     for j, src in enumerate(sources):

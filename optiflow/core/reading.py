@@ -24,11 +24,14 @@ from optiflow.core.vocabulary import (
     ONLY,
     ORDERING,
     ORDERS,
+    ORDINALS,
+    OTHERWISE,
     PERMIT,
     PROHIBIT,
     QUOTES,
     SEPARATORS,
     SHOULD,
+    SQUARE,
     STOPWORDS,
     STRONG,
     VERDICT,
@@ -39,9 +42,10 @@ from optiflow.core.vocabulary import (
 
 _TOKEN = re.compile(
     r"\$\{\w+\}|\{\{ ?\w+ ?\}\}|\d+(?:[.,]\d+)*[\w%'\u2019-]*|[^\W\d_][\w'\u2019-]*"
-    r"|[,;:\"\u201c\u201d()\u2264\u2265]|[<>]=?"
+    r"|[,;:\"\u201c\u201d()\u2264\u2265\u2192]|[<>]=?"
 )
-_ARROWS = str.maketrans({"\u2192": ":", "\u2019": "'", "|": ";"})
+_ARROWS = str.maketrans({"\u2019": "'", "|": ";"})
+ARROW = "\u2192"
 
 
 @dataclass(slots=True)
@@ -123,10 +127,16 @@ def _label_grams(labels: Sequence[str]) -> dict[tuple[str, ...], str]:
     return out
 
 
+_RANGE = re.compile(r"(?<=\w)\u2013(?=\w)")
+
+
 def tokenize(text: str) -> list[str]:
-    """The words, numbers, placeholders and punctuation of ``text``; an arrow ("->", "=>", "→")
-    reads as the colon it stands for, not as "greater than"; a table's "|" as a clause's end."""
-    return _TOKEN.findall(text.replace("->", ":").replace("=>", ":").translate(_ARROWS))
+    """The words, numbers, placeholders and punctuation of ``text``; an arrow ("->", "=>") is
+    "\u2192" (what follows it goes with what comes before, not "greater than"); a table's "|" as a
+    clause's end; an
+    en dash between two words or numbers as "to" ("1\u20133 months" is "1 to 3 months")."""
+    text = _RANGE.sub(" to ", text.replace("->", ARROW).replace("=>", ARROW).translate(_ARROWS))
+    return _TOKEN.findall(text)
 
 
 _MAY_BE = frozenset({"be", "have"})
@@ -164,6 +174,8 @@ class Reader:
         if tok.startswith(("${", "{{")):
             return ("code", low, tok, 0, f"code:{tok}", "")  # a placeholder
         digit = any(c.isdigit() for c in tok)
+        if digit and not tok[0].isdigit() and unit_word(tok):
+            return ("stop", low, "", 0, "", "")  # "m²": a unit, read with its number
         if (
             (digit and not tok[0].isdigit())
             or (tok.isupper() and sum(c.isalpha() for c in tok) >= 2 and tok not in EMPHASIS)
@@ -175,8 +187,11 @@ class Reader:
             while j < len(tok) and (tok[j].isdigit() or tok[j] in ".,"):
                 j += 1
             value, rest = tok[:j].rstrip(".,"), tok[j:].lstrip("-")
-            if rest and rest.isupper():
+            if rest and rest.isupper() and rest not in _MULTIPLIERS:
                 return ("code", low, tok.upper(), 0, f"code:{tok.upper()}", "")
+            value = _value(value, rest)
+            if rest in _MULTIPLIERS:
+                rest = ""
             return (
                 "num",
                 low,
@@ -187,6 +202,10 @@ class Reader:
             )
         if low in NUMBER_WORDS:
             return ("numword", low, NUMBER_WORDS[low], 0, f"num:{NUMBER_WORDS[low]}", "")
+        if low in OTHERWISE:
+            return ("word", low, stem(low), 0, "qneg", "")  # "else HOLD" is "if they have not, HOLD"
+        if low in ORDINALS:
+            return ("word", low, stem(low), 0, f"qnum:{ORDINALS[low]}", "")  # "second" may be "2nd"
         force = 3 if low in STRONG else 2 if low in SHOULD else 1 if low in PERMIT else 0
         if low in NEGATION or low.endswith("n't"):
             return ("neg", low, "", force, "neg", "")
@@ -265,7 +284,7 @@ class Reader:
                     nxt = kinds[i + 1][1]
                     if nxt in ORDERS and nxt not in NOT_AFTER_COMMA:
                         s.clause_order = nxt
-                if bind:
+                if bind and tok != ARROW:  # "X → Y": a condition and what it gets, one clause
                     if tok == "(" and segments[-1][0] and not segments[-1][1]:
                         segments[-1][1].add("(")  # "AUTO (car accidents)": the label goes with what follows
                     else:
@@ -365,20 +384,60 @@ def _lead(s: Sentence, kinds: Sequence[_Kind]) -> None:
             s.prohibits = True
 
 
+_MULTIPLIERS = {"k": 1000, "K": 1000, "M": 1000000, "mn": 1000000, "bn": 1000000000}
+"""A number's suffix that multiplies it ("$500k" is "$500,000"); "m" is not one (minutes, metres)."""
+_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+")
+
+
+def _value(digits: str, suffix: str) -> str:
+    """A number's value as one spelling: thousands separators dropped ("500,000" is "500000"), a
+    multiplier applied ("500k" is "500000")."""
+    if _THOUSANDS.fullmatch(digits):
+        digits = digits.replace(",", "")
+    factor = _MULTIPLIERS.get(suffix)
+    if factor and len(digits) <= 15:
+        try:
+            number = float(digits) * factor
+        except ValueError:
+            return digits
+        return str(int(number)) if number.is_integer() else f"{number:g}"
+    return digits
+
+
 _PER = frozenset({"per", "a", "an", "each", "every"})
+_RANGE_WORDS = frozenset({"to", "and", "or", "-"})
+
+
+def _unit_at(tokens: Sequence[str], i: int) -> str:
+    """The unit named at ``tokens[i]``: "days", "hrs", "square metres", "per day" ("$25 per day" is
+    "$25/day"); "" when none."""
+    if i >= len(tokens):
+        return ""
+    low = tokens[i].lower()
+    if low in _PER and i + 1 < len(tokens):
+        return unit_word(tokens[i + 1])
+    if low in SQUARE and i + 1 < len(tokens):
+        unit = unit_word(tokens[i + 1])
+        return f"square {unit}" if unit and low != "cubic" else f"cubic {unit}" if unit else ""
+    unit = unit_word(tokens[i])
+    if unit == "degree" and i + 1 < len(tokens) and unit_word(tokens[i + 1]) in ("celsius", "fahrenheit"):
+        return unit_word(tokens[i + 1])  # "27 degrees Celsius" is "27 °C"
+    return unit
 
 
 def _number(s: Sentence, tokens: Sequence[str], i: int, kind_of: _Kind, *, quoted: bool) -> None:
     """A number (digits, or a number word with a unit) and its unit, as markers and words."""
     kind, _low, value, _force, key, inline = kind_of
     tok, n_tok = tokens[i], len(tokens)
-    unit = inline or (unit_word(tokens[i + 1]) if i + 1 < n_tok else "")
-    if not unit and i + 2 < n_tok and tokens[i + 1].lower() in _PER:
-        unit = unit_word(tokens[i + 2])  # "$25 per day" is "$25/day"
+    unit = inline or _unit_at(tokens, i + 1)
+    if not unit and i + 3 < n_tok and tokens[i + 1].lower() in _RANGE_WORDS and tokens[i + 2][:1].isdigit():
+        unit = _unit_at(tokens, i + 3)  # a range, "1 to 3 months", "between 18 and 65 years": its unit
     if kind == "num" and "-" in tok and tok.rsplit("-", 1)[1].isdigit():
         upper = tok.rsplit("-", 1)[1]  # a range, "21-24": both ends are numbers it states
         s.markers.setdefault(f"num:{upper}", upper)
         s.words.add(upper)
+        if unit and not quoted:
+            s.markers.setdefault(f"num:{upper} {unit}", tok)
     if kind == "numword":
         s.markers.setdefault("q" + key, tok)  # "one" may be a number: it makes one stated
     if not quoted and (kind == "num" or unit):
@@ -393,6 +452,8 @@ def _number(s: Sentence, tokens: Sequence[str], i: int, kind_of: _Kind, *, quote
 _LINK = frozenset({"code", "reply", "label", "tag", "answer", "output", "return", "mark", "use"})
 """Words that only introduce a label or code ("reply with code X"): a clause of them and a label
 states the label of the clause before it."""
+_LINK_STEMS = frozenset(stem(w) for w in _LINK)
+"""As the reader keeps words: stemmed ("reply" is "rep")."""
 
 
 def _bind(s: Sentence, segments: list[tuple[set[str], set[str]]]) -> None:
@@ -402,7 +463,7 @@ def _bind(s: Sentence, segments: list[tuple[set[str], set[str]]]) -> None:
     for labs, words in segments:
         if not labs and not words:
             continue
-        if labs and words <= _LINK and merged:
+        if labs and words <= _LINK_STEMS and merged:
             merged[-1][0].update(labs)  # "positive or negative", "-> code T-RED": the clause before's
             continue
         merged.append((set(labs), set(words)))

@@ -12,7 +12,8 @@ from optiflow.core.vocabulary import EXAMPLE_LINE, INPUT_LINE
 
 _END = re.compile(
     r"\n[ \t]*(?:\n|(?=[-*\u2022][ \t]|\d{1,3}[.)][ \t]|[A-Z][\w ]{0,20}:))"
-    r"|(?:(?<=[.!?])|(?<=[.!?][\"')\]\u201d]))[ \t\n]+(?![ \t\na-z])|(?<=;)[ \t\n]+(?![ \t\n])"
+    r"|(?:(?<=[.!?])|(?<=[.!?][\"')\]\u201d]))(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\bincl\.)(?<!\bapprox\.)"
+    r"[ \t\n]+(?![ \t\na-z])|(?<=;)[ \t\n]+(?![ \t\n])"
 )
 MAX_SENTENCE = 1000
 """A longer run without a sentence end is read in pieces of this many characters (bounded work per
@@ -26,7 +27,8 @@ stays bounded)."""
 
 def sentences(text: str) -> list[str]:
     """Sentences and clauses: paragraphs and bullets apart, wrapped lines joined, a sentence ending
-    at ``.!?`` (and one closing quote or bracket) before a space and not a lowercase letter, a
+    at ``.!?`` (and one closing quote or bracket) before a space and not a lowercase letter (nor
+    after "e.g.", "i.e.", "vs.", "incl.", "approx."), a
     clause at ``;``; a piece under :data:`MIN_CHARS` joins the next. One regex split whose
     matches start only at a line break or after a fixed-width lookbehind: linear."""
     out: list[str] = []

@@ -23,7 +23,7 @@ EMPHASIS = frozenset(
 UNITS = frozenset(
     """second minute hour day week month year percent % word character sentence token line item star
     time euro dollar pound usd eur gbp kg km cm mb gb kb page paragraph point bullet attempt
-    business working calendar celsius fahrenheit degree mile gallon liter litre meter metre""".split()  # noqa: SIM905
+    business working calendar celsius fahrenheit degree mile gallon litre metre piece gram""".split()  # noqa: SIM905
 )
 ORDERS = frozenset(
     """answer reply respond write use put keep include add give return output classify label
@@ -65,7 +65,12 @@ NUMBER_WORDS.update(
     }
 )
 """Ordinals from "third" ("a fourth" is "a 4th"); "first" and "second" are other words too."""
-SEPARATORS = frozenset({",", ";", ":", "and", "or", "but", "while", "whereas", "(", ")"})
+ORDINALS = {"first": "1", "second": "2"}
+OTHERWISE = frozenset({"else", "otherwise", "instead"})
+"""Words that state a negation of what came before ("else HOLD": "if they have not, HOLD";
+"hints instead of the answer": "not the answer")."""
+"""Words that may be "1st" and "2nd": they make the number stated without stating it."""
+SEPARATORS = frozenset({",", ";", ":", "\u2192", "and", "or", "but", "while", "whereas", "(", ")"})
 QUOTES = frozenset({'"', "\u201c", "\u201d"})
 STOPWORDS = frozenset(
     """a an the my your our their his her its any some of for to about with on in at by from or and
@@ -94,8 +99,28 @@ UNIT_ABBREVIATIONS = {
     "pct": "percent",
     "c": "celsius",
     "f": "fahrenheit",
+    "%": "percent",
+    "l": "litre",
+    "liter": "litre",
+    "liters": "litre",
+    "ml": "millilitre",
+    "meter": "metre",
+    "meters": "metre",
+    "m\u00b2": "square metre",
+    "m2": "square metre",
+    "sqm": "square metre",
+    "pcs": "piece",
+    "pc": "piece",
+    "kilogram": "kg",
+    "kilograms": "kg",
+    "kilometre": "km",
+    "kilometres": "km",
+    "kilometer": "km",
+    "kilometers": "km",
 }
-"""A unit as abbreviated ("24h", "48 hrs", "5 min")."""
+"""A unit as abbreviated ("24h", "48 hrs", "5 min", "5 L") or spelled another way ("liter")."""
+SQUARE = frozenset({"square", "sq", "cubic"})
+"""Words that make a unit of area or volume of the next one ("15 square metres" is "15 m²")."""
 
 
 def negative_word(low: str) -> bool:
@@ -104,7 +129,8 @@ def negative_word(low: str) -> bool:
 
 
 def unit_word(word: str) -> str:
-    w = word.lower()
+    """The unit ``word`` names ("hrs" -> "hour", "%" -> "percent", "hours'" -> "hour"); "" if none."""
+    w = word.lower().rstrip("'\u2019")
     if w in UNIT_ABBREVIATIONS:
         return UNIT_ABBREVIATIONS[w]
     if w.endswith("s") and len(w) > 3:

@@ -47,8 +47,9 @@ FILES = (
     "faithfulness_pairs_held_out_5.jsonl",
     "faithfulness_pairs_held_out_6.jsonl",
     "faithfulness_pairs_held_out_7.jsonl",
+    "faithfulness_pairs_held_out_8.jsonl",
 )
-"""The suite, and held-out-3 to -7: each written and labelled by a session that had not read the
+"""The suite, and held-out-3 to -8: each written and labelled by a session that had not read the
 check (nor, from -4 on, the earlier pairs), committed before the check first ran on it."""
 
 

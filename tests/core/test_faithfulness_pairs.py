@@ -10,9 +10,16 @@ every set, printed. The sets, in the order they were written:
   pairs), committed before the check first ran on it. Their first runs are each round's
   independent estimate: held-out-3 80.0% on the check of 6168341; held-out-4 67.1% on the third
   round's check; held-out-5 72.5% on the fourth round's; held-out-6 62.2% on the fifth round's;
-  held-out-7 66.0% on the sixth round's, the shipped check (30 of 50 honest accepted, 36 of 50
-  meaning changes refused). After each first run but held-out-7's the rules were corrected on that
-  set's errors too, so only held-out-7's number printed here is still independent.
+  held-out-7 66.0% on the sixth round's (30 of 50 honest accepted, 36 of 50 meaning changes
+  refused).
+- ``held-out-8`` (100, half honest, half meaning changes, new domains), written the same way after
+  the sixth round: 61.0% on the sixth round's check (22 of 50 honest accepted, 39 of 50 meaning
+  changes refused); 64.0% on the seventh round's (25 / 39), whose rules were corrected on
+  held-out-7's errors only (ranges and units as quantities, "$500k", an arrow binding a condition
+  to its code, "neither ... nor" one negation, a threshold matched by its number, merged sentences
+  stating a number found by it). After each first run the rules were corrected on that set's
+  errors too (held-out-8's: three, "else" for "if not", "$500,000" as "$500k", "degrees Celsius"),
+  so no number printed here is independent: the first runs above are.
 
 Labels follow issue 31's rules, which the default check enforces: three pairs of the first suite
 were relabelled to them after the second round (#72 drops a sentence stating a number, #82 drops
@@ -41,6 +48,7 @@ HELD_OUT_4 = tuple(p for p in PAIRS if p.split == "held-out-4")
 HELD_OUT_5 = tuple(p for p in PAIRS if p.split == "held-out-5")
 HELD_OUT_6 = tuple(p for p in PAIRS if p.split == "held-out-6")
 HELD_OUT_7 = tuple(p for p in PAIRS if p.split == "held-out-7")
+HELD_OUT_8 = tuple(p for p in PAIRS if p.split == "held-out-8")
 ISSUE_KINDS = (
     "negation dropped",
     "negation added",
@@ -90,14 +98,16 @@ def test_accuracy_on_each_half() -> None:
     fourth = _report("held-out-4 (new domains, written by a session that never read the check)", HELD_OUT_4)
     assert accuracy(third) >= 0.93
     fifth = _report("held-out-5 (new domains, written by a session that never read the check)", HELD_OUT_5)
-    assert accuracy(fourth) >= 0.78
+    assert accuracy(fourth) >= 0.82
     sixth = _report("held-out-6 (18 new domains, written by a session that never read the check)", HELD_OUT_6)
-    assert accuracy(fifth) >= 0.82
+    assert accuracy(fifth) >= 0.85
     seventh = _report(
         "held-out-7 (20 new domains, written by a session that never read the check)", HELD_OUT_7
     )
-    assert accuracy(sixth) >= 0.73
-    assert accuracy(seventh) >= 0.66
+    eighth = _report("held-out-8 (new domains, written by a session that never read the check)", HELD_OUT_8)
+    assert accuracy(sixth) >= 0.74
+    assert accuracy(seventh) >= 0.83
+    assert accuracy(eighth) >= 0.66
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90

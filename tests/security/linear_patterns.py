@@ -87,21 +87,32 @@ LINEAR: dict[Key, tuple[str, str | None]] = {
     (
         "core.reading",
         "_TOKEN",
-        "\\$\\{\\w+\\}|\\{\\{ ?\\w+ ?\\}\\}|\\d+(?:[.,]\\d+)*[\\w%'\\u2019-]*|[^\\W\\d_][\\w'\\u2019-]*|[,;:\\\"\\u201c\\u201d()\\u2264\\u2265]|[<>]=?",
+        "\\$\\{\\w+\\}|\\{\\{ ?\\w+ ?\\}\\}|\\d+(?:[.,]\\d+)*[\\w%'\\u2019-]*|[^\\W\\d_][\\w'\\u2019-]*|[,;:\\\"\\u201c\\u201d()\\u2264\\u2265\\u2192]|[<>]=?",
     ): (
         "alternatives told apart by their first character; each a class run consumed once (a number's "
         "tail of letters is a class run after it: the match never fails, so never backtracks); a "
-        "comparison sign is one or two characters; a {{placeholder}} a bounded lead-in and one class run",
+        "comparison sign is one or two characters (an arrow one); a {{placeholder}} a bounded lead-in and "
+        "one class run",
+        "provenance (two texts)",
+    ),
+    ("core.reading", "_THOUSANDS", "\\d{1,3}(?:,\\d{3})+"): (
+        "fullmatch of one number token (at most a few dozen characters): a digit run, then fixed-width "
+        "groups each opened by a comma",
+        "provenance (two texts)",
+    ),
+    ("core.reading", "_RANGE", "(?<=\\w)\\u2013(?=\\w)"): (
+        "one character between two fixed-width lookarounds: tried once per position",
         "provenance (two texts)",
     ),
     (
         "core.sentences",
         "_END",
-        "\\n[ \\t]*(?:\\n|(?=[-*\\u2022][ \\t]|\\d{1,3}[.)][ \\t]|[A-Z][\\w ]{0,20}:))|(?:(?<=[.!?])|(?<=[.!?][\\\"')\\]\\u201d]))[ \\t\\n]+(?![ \\t\\na-z])|(?<=;)[ \\t\\n]+(?![ \\t\\n])",
+        "\\n[ \\t]*(?:\\n|(?=[-*\\u2022][ \\t]|\\d{1,3}[.)][ \\t]|[A-Z][\\w ]{0,20}:))|(?:(?<=[.!?])|(?<=[.!?][\\\"')\\]\\u201d]))(?<!\\be\\.g\\.)(?<!\\bi\\.e\\.)(?<!\\bvs\\.)(?<!\\bincl\\.)(?<!\\bapprox\\.)[ \\t\\n]+(?![ \\t\\na-z])|(?<=;)[ \\t\\n]+(?![ \\t\\n])",
     ): (
         "starts only at a line break (its blank run scanned once; a lookahead of at most 22 "
         "characters for a 'Word:' line) or after a fixed-width lookbehind "
-        "(a sentence end or ';'), one blank run each",
+        "(a sentence end or ';', then fixed-width negative lookbehinds for 'e.g.', 'i.e.', 'vs.', "
+        "'incl.', 'approx.'), one blank run each",
         "provenance (two texts)",
     ),
     # -- optimizers ----------------------------------------------------------------------------
