@@ -142,7 +142,7 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
     out = Read(clauses=[Clause()])
     quoted, in_exception, start = False, False, True
     prev = ""
-    for tok in tokens:
+    for at, tok in enumerate(tokens):
         low = tok.lower()
         if tok in QUOTES:
             quoted = not quoted if tok == '"' else tok == "\u201c"
@@ -161,14 +161,15 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
             if value and len(clause.numbers) < CLAUSES:
                 clause.numbers.add(value)
         if not quoted:
-            _modal(out, clause, tok, low, prev)
+            _modal(out, clause, tok, low, prev, tokens[at + 1] if at + 1 < len(tokens) else "")
             if low in NEGATIVE or low.endswith("n't") or negative_word(low):
                 # "decline" is no second "not"; nor is "nor" ("neither X nor Y" is one negation)
                 clause.negations += (low in PURE and low != "nor") or low.endswith("n't")
                 if not (low == "few" and prev == "a") and not clause.negation:
                     clause.negation = tok
                     if low not in NEGATIVE and not low.endswith("n't"):
-                        clause.scope.append(kind(tok)[2])  # "undeliverable": it governs itself
+                        # "unoccupied" governs "occupied": the word it negates is its stem past the prefix
+                        clause.scope.append(stem(low.removeprefix("non").removeprefix("un").lstrip("-")))
             elif low in EXCEPT:
                 clause.exception = in_exception = True
             elif low in ONLY:
@@ -180,13 +181,18 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
         k = kind(tok)
         if k[0] == "code" and "_" in tok:
             clause.words.add(low)  # a named threshold ("risk_tolerance") is what the clause compares
-        elif unit_word(low) and unit_word(low) not in _NOT_UNITS:
-            clause.words.add(unit_word(low))  # "24 h" and "24 hours" compare the same unit
+            continue
+        unit = unit_word(low)
+        if unit and unit not in _NOT_UNITS:
+            word = unit  # "24 h" and "24 hours" compare the same unit
         elif k[0] in ("word", "exc", "avoid") and low not in STOPWORDS and low not in EXCEPT:
-            clause.words.add(k[2])
-            if clause.negation and not quoted and low not in NEGATIVE:
-                clause.scope.append(k[2])
-            (out.excepted if in_exception else out.main).add(k[2])
+            word = k[2]
+        else:
+            continue
+        clause.words.add(word)
+        if clause.negation and not quoted and low not in NEGATIVE and word not in clause.scope:
+            clause.scope.append(word)
+        (out.excepted if in_exception else out.main).add(word)
     return out
 
 
@@ -201,7 +207,16 @@ def _digits(tok: str) -> str:
     return tok[i:j] if j > i and tok[i].isdigit() else ""
 
 
-def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str) -> None:
+_PREPOSITIONS = frozenset({"under", "over"})
+"""Comparison words that are more often prepositions ("under code AML-12", "over the phone"): a
+comparison only before an amount ("under $10,000", "over 30 kg")."""
+
+
+def _amount(tok: str) -> bool:
+    return tok[:1].isdigit() or tok[:1] in "$\u20ac\u00a3" or tok.lower() in NUMBER_WORDS
+
+
+def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str, nxt: str = "") -> None:
     """Obligation, softening and comparison words of one token (not quoted)."""
     unit = unit_word(low) if len(low) > 1 else ""
     if unit and unit not in _NOT_UNITS:
@@ -212,10 +227,12 @@ def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str) -> None:
         out.strong = tok
     elif low in HEDGES:
         out.hedges.add(low)
+    if low in _PREPOSITIONS and not _amount(nxt):
+        return
     more = low in MORE or (low == "least" and prev == "at")
     less = low in LESS or (low == "most" and prev == "at")
     # "not more than", "do not accept more than 12": a negation just before the comparison turns it
-    turned = bool(clause.negation) and len(clause.scope) <= 2 and low not in TEMPORAL
+    turned = bool(clause.negation) and len(clause.scope) <= 2 and (low not in TEMPORAL or prev in PURE)
     if (more or less) and len(clause.comparisons) < CLAUSES:
         clause.comparisons.append(("<" if less else ">", turned))
     if (more or less) and not clause.direction:
@@ -311,27 +328,28 @@ def direction(proposal: Read, sources: Sequence[Read]) -> str:
     return ""
 
 
-def polarity(proposal: Read, sources: Sequence[Read]) -> str:
+def polarity(proposal: Read, sources: Sequence[Read], elsewhere: Sequence[Clause] = ()) -> str:
     """A negation of the original that the proposal states un-negated, or one it adds (see the
-    module docstring), as a reason; "" when none."""
+    module docstring), as a reason; "" when none. ``elsewhere``: the negated clauses of the
+    proposal's other sentences ("send the link; never reset it yourself" split at ";")."""
     originals = [c for r in sources for c in r.clauses if c.words][:CLAUSES]
     mine = [c for c in proposal.clauses if c.words][:CLAUSES]
-    negated = [c for c in mine if c.negation]
+    negated = [c for c in mine if c.negation] + list(elsewhere[:POSTINGS])
     by_word = _index(mine)
     for o in originals:
-        if not o.negation or not o.scope or o.negations % 2 == 0:
-            continue
+        if not o.negation or not o.scope or (o.negations % 2 == 0 and not negative_word(o.negation.lower())):
+            continue  # two negations cancel; "unoccupied" is one, though no "not" is counted
         scope = set(o.scope)
         for c in by_word.get(o.scope[0], ()):
             shared = c.words & scope
             if c.negation or len(shared) < MIN_SHARED or _equivalent(c, o) or _turned(c, o):
                 continue
             if any(len(n.words & scope) >= MIN_SHARED for n in negated[:POSTINGS]):
-                break  # told negated in another clause of the sentence
+                break  # told negated in another clause of the proposal
             words = ", ".join(repr(w) for w in sorted(shared)[:3])
             return f"drops the negation {o.negation!r} of {words}"
     with_word = _index(originals)
-    for c in negated:
+    for c in (c for c in mine if c.negation):
         if not c.scope or c.negations % 2 == 0:
             continue
         scope = set(c.scope)

@@ -246,8 +246,8 @@ def _modal(src: Sequence[Sentence], dst: Sequence[Sentence], lost: bool) -> str:
     )
     if 1 in b and 1 not in a and 3 in a and not told:  # "never X unless Y" is "may X only if Y"
         return f"adds the permission {shown_b!r} where the original says {shown_a!r}"
-    if 3 in b and 3 not in a and 2 in a:
-        return f"strengthens {shown_a!r} to {shown_b!r}"
+    if 3 in b and 3 not in a and (2 in a or (1 in a and not told)):
+        return f"strengthens {shown_a!r} to {shown_b!r}"  # "should" or "can offer" -> "must offer"
     return ""
 
 
@@ -395,6 +395,12 @@ def provenance(
     for j, src in enumerate(sources):
         for i in src:
             into[i].append(j)
+    negated = [[c for c in r.clauses if c.negation and c.words] for r in prop_clauses]
+
+    def negated_elsewhere(j: int) -> list[clauses.Clause]:
+        """The negated clauses of the proposal's sentences next to ``j`` (a rule split at ";")."""
+        return [c for k in (j - 1, j + 1) if 0 <= k < len(negated) for c in negated[k]]
+
     findings: list[Finding] = []
     for j, src in enumerate(sources):
         if not src:
@@ -426,7 +432,7 @@ def provenance(
         why = (
             _modal(srcs, [p], lost=False)
             or _swapped(srcs, p)
-            or clauses.polarity(prop_clauses[j], [orig_clauses[i] for i in src])
+            or clauses.polarity(prop_clauses[j], [orig_clauses[i] for i in src], negated_elsewhere(j))
             or clauses.exception_moved(prop_clauses[j], [orig_clauses[i] for i in src])
             or clauses.direction(prop_clauses[j], [orig_clauses[i] for i in src])
             or clauses.weakened(prop_clauses[j], [orig_clauses[i] for i in src])

@@ -271,8 +271,8 @@ class Reader:
                 scope = max(scope - 1, 0)
                 if low in ("you", "your") and not quoted:
                     s.addressed = True
-                if not quoted and force:
-                    s.modal.add(force)
+                if not quoted and force and not (force == 1 and i + 1 < n_tok and kinds[i + 1][1] in _MAY_BE):
+                    s.modal.add(force)  # "agents can offer": a permission; "can be borrowed": none
                     markers.setdefault("modal", tokens[i])
                 i += 1
                 continue
@@ -414,6 +414,8 @@ def _unit_at(tokens: Sequence[str], i: int) -> str:
     if i >= len(tokens):
         return ""
     low = tokens[i].lower()
+    if low == "m":
+        return "metre"  # "10 m" (glued, "5m" may be minutes or millions)
     if low in _PER and i + 1 < len(tokens):
         return unit_word(tokens[i + 1])
     if low in SQUARE and i + 1 < len(tokens):
