@@ -48,8 +48,9 @@ FILES = (
     "faithfulness_pairs_held_out_6.jsonl",
     "faithfulness_pairs_held_out_7.jsonl",
     "faithfulness_pairs_held_out_8.jsonl",
+    "faithfulness_pairs_held_out_9.jsonl",
 )
-"""The suite, and held-out-3 to -8: each written and labelled by a session that had not read the
+"""The suite, and held-out-3 to -9: each written and labelled by a session that had not read the
 check (nor, from -4 on, the earlier pairs), committed before the check first ran on it."""
 
 

@@ -19,7 +19,12 @@ every set, printed. The sets, in the order they were written:
   to its code, "neither ... nor" one negation, a threshold matched by its number, merged sentences
   stating a number found by it). After each first run the rules were corrected on that set's
   errors too (held-out-8's: three, "else" for "if not", "$500,000" as "$500k", "degrees Celsius"),
-  so no number printed here is independent: the first runs above are.
+  then on held-out-8's (db595e1: "may" -> "must", "unoccupied", "under code X", "no later than", a
+  negation told in the next sentence, "10 m").
+- ``held-out-9`` (100, half honest, half meaning changes, 100 new domains), written the same way,
+  committed before any check ran on it: 61.0% on the sixth round's check (25 / 36), 63.0% on the
+  seventh round's (26 / 37), 64.0% on db595e1's (27 of 50 honest accepted, 37 of 50 meaning changes
+  refused), the last first run: no number printed here but held-out-9's is independent.
 
 Labels follow issue 31's rules, which the default check enforces: three pairs of the first suite
 were relabelled to them after the second round (#72 drops a sentence stating a number, #82 drops
@@ -49,6 +54,7 @@ HELD_OUT_5 = tuple(p for p in PAIRS if p.split == "held-out-5")
 HELD_OUT_6 = tuple(p for p in PAIRS if p.split == "held-out-6")
 HELD_OUT_7 = tuple(p for p in PAIRS if p.split == "held-out-7")
 HELD_OUT_8 = tuple(p for p in PAIRS if p.split == "held-out-8")
+HELD_OUT_9 = tuple(p for p in PAIRS if p.split == "held-out-9")
 ISSUE_KINDS = (
     "negation dropped",
     "negation added",
@@ -105,9 +111,13 @@ def test_accuracy_on_each_half() -> None:
         "held-out-7 (20 new domains, written by a session that never read the check)", HELD_OUT_7
     )
     eighth = _report("held-out-8 (new domains, written by a session that never read the check)", HELD_OUT_8)
+    ninth = _report(
+        "held-out-9 (100 new domains, written by a session that never read the check)", HELD_OUT_9
+    )
     assert accuracy(sixth) >= 0.74
     assert accuracy(seventh) >= 0.83
-    assert accuracy(eighth) >= 0.66
+    assert accuracy(eighth) >= 0.69
+    assert accuracy(ninth) >= 0.64
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
