@@ -35,7 +35,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from optiflow.core.vocabulary import NUMBER_WORDS, QUOTES, STOPWORDS, negative_word, stem, unit_word
+from optiflow.core.vocabulary import NUMBER_WORDS, ORDERS, QUOTES, STOPWORDS, negative_word, stem, unit_word
 
 MIN_SHARED = 2
 """A proposal clause is compared with an original clause when they share at least this many
@@ -423,9 +423,8 @@ FUNCTION_WORDS = (
     | ONLY
     | STRONG
     | HEDGES
-    | frozenset(
-        "may should can cannot need needs note then else".split()  # noqa: SIM905
-    )
+    | ORDERS
+    | frozenset("may should can cannot need needs note then else".split())  # noqa: SIM905
 )
 """Words that are never a name, capitalised or not (an instruction's own words)."""
 

@@ -247,7 +247,7 @@ def _modal(src: Sequence[Sentence], dst: Sequence[Sentence], lost: bool) -> str:
     if 1 in b and 1 not in a and 3 in a and not told:  # "never X unless Y" is "may X only if Y"
         return f"adds the permission {shown_b!r} where the original says {shown_a!r}"
     if 3 in b and 3 not in a and (2 in a or (1 in a and not told)):
-        return f"strengthens {shown_a!r} to {shown_b!r}"  # "should" or "can offer" -> "must offer"
+        return f"strengthens {shown_a!r} to {shown_b!r}"  # "should" or "may offer" -> "must offer"
     return ""
 
 

@@ -132,9 +132,8 @@ _RANGE = re.compile(r"(?<=\w)\u2013(?=\w)")
 
 def tokenize(text: str) -> list[str]:
     """The words, numbers, placeholders and punctuation of ``text``; an arrow ("->", "=>") is
-    "\u2192" (what follows it goes with what comes before, not "greater than"); a table's "|" as a
-    clause's end; an
-    en dash between two words or numbers as "to" ("1\u20133 months" is "1 to 3 months")."""
+    "\u2192" (what follows it goes with what comes before, not "greater than"); a table's "|" a
+    clause's end; an en dash between two words or numbers "to" ("1\u20133 months")."""
     text = _RANGE.sub(" to ", text.replace("->", ARROW).replace("=>", ARROW).translate(_ARROWS))
     return _TOKEN.findall(text)
 
@@ -271,8 +270,8 @@ class Reader:
                 scope = max(scope - 1, 0)
                 if low in ("you", "your") and not quoted:
                     s.addressed = True
-                if not quoted and force and not (force == 1 and i + 1 < n_tok and kinds[i + 1][1] in _MAY_BE):
-                    s.modal.add(force)  # "agents can offer": a permission; "can be borrowed": none
+                if not quoted and force:
+                    s.modal.add(force)
                     markers.setdefault("modal", tokens[i])
                 i += 1
                 continue
