@@ -66,10 +66,10 @@ NUMBER_WORDS.update(
 )
 """Ordinals from "third" ("a fourth" is "a 4th"); "first" and "second" are other words too."""
 ORDINALS = {"first": "1", "second": "2"}
+"""Words that may be "1st" and "2nd": they make the number stated without stating it."""
 OTHERWISE = frozenset({"else", "otherwise", "instead"})
 """Words that state a negation of what came before ("else HOLD": "if they have not, HOLD";
 "hints instead of the answer": "not the answer")."""
-"""Words that may be "1st" and "2nd": they make the number stated without stating it."""
 SEPARATORS = frozenset({",", ";", ":", "\u2192", "and", "or", "but", "while", "whereas", "(", ")"})
 QUOTES = frozenset({'"', "\u201c", "\u201d"})
 STOPWORDS = frozenset(
@@ -107,7 +107,6 @@ UNIT_ABBREVIATIONS = {
     "meter": "metre",
     "meters": "metre",
     "m\u00b2": "square metre",
-    "m2": "square metre",
     "sqm": "square metre",
     "pcs": "piece",
     "pc": "piece",
