@@ -142,6 +142,7 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
     out = Read(clauses=[Clause()])
     quoted, in_exception, start = False, False, True
     prev = ""
+    kinds = [kind(tok) for tok in tokens]
     for at, tok in enumerate(tokens):
         low = tok.lower()
         if tok in QUOTES:
@@ -155,13 +156,15 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
                 start, in_exception = low not in (":", "\u2192"), False
             continue
         clause = out.clauses[-1]
+        k = kinds[at]
         if tok[0].isdigit() or "_" in tok or tok[0] == "$" or low in NUMBER_WORDS:
             clause.quantity = True
-            value = NUMBER_WORDS.get(low) or _digits(tok)
-            if value and len(clause.numbers) < CLAUSES:
-                clause.numbers.add(value)
+            if k[0] in _NUMBER and len(clause.numbers) < CLAUSES:
+                clause.numbers.add(k[2])  # its value as the reader spells it ("$500k": "500000")
+        unit = unit_word(low)
         if not quoted:
-            _modal(out, clause, tok, low, prev, tokens[at + 1] if at + 1 < len(tokens) else "")
+            amount = at + 1 < len(tokens) and _amount(tokens[at + 1], kinds[at + 1][0])
+            _modal(out, clause, tok, low, prev, unit if len(low) > 1 else "", amount)
             if low in NEGATIVE or low.endswith("n't") or negative_word(low):
                 # "decline" is no second "not"; nor is "nor" ("neither X nor Y" is one negation)
                 clause.negations += (low in PURE and low != "nor") or low.endswith("n't")
@@ -178,11 +181,9 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
                 out.names.setdefault(low, tok)
         start = start and tok.isdigit()  # "2. Get the incident date": the item's number, then its start
         prev = low
-        k = kind(tok)
         if k[0] == "code" and "_" in tok:
             clause.words.add(low)  # a named threshold ("risk_tolerance") is what the clause compares
             continue
-        unit = unit_word(low)
         if unit and unit not in _NOT_UNITS:
             word = unit  # "24 h" and "24 hours" compare the same unit
         elif k[0] in ("word", "exc", "avoid") and low not in STOPWORDS and low not in EXCEPT:
@@ -196,29 +197,24 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
     return out
 
 
-def _digits(tok: str) -> str:
-    """The number a token opens with, as digits ("4.3", "10,000" from "$10,000"; "" when none)."""
-    i = 1 if tok[:1] in "$\u20ac\u00a3" else 0
-    j = i
-    while j < len(tok) and (
-        tok[j].isdigit() or (tok[j] in ".," and j + 1 < len(tok) and tok[j + 1].isdigit())
-    ):
-        j += 1
-    return tok[i:j] if j > i and tok[i].isdigit() else ""
-
-
 _PREPOSITIONS = frozenset({"under", "over"})
 """Comparison words that are more often prepositions ("under code AML-12", "over the phone"): a
 comparison only before an amount ("under $10,000", "over 30 kg")."""
 
 
-def _amount(tok: str) -> bool:
-    return tok[:1].isdigit() or tok[:1] in "$\u20ac\u00a3" or tok.lower() in NUMBER_WORDS
+_NUMBER = frozenset({"num", "numword"})
+"""The reader's kinds of a number token (:meth:`optiflow.core.reading.Reader.kind`)."""
 
 
-def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str, nxt: str = "") -> None:
-    """Obligation, softening and comparison words of one token (not quoted)."""
-    unit = unit_word(low) if len(low) > 1 else ""
+def _amount(tok: str, kind_of: str) -> bool:
+    """A number (``kind_of`` the reader's kind of ``tok``), or a placeholder standing for one
+    ("under ${min_budget}")."""
+    return kind_of in _NUMBER or tok[0].isdigit() or tok.startswith("${")
+
+
+def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str, unit: str, amount: bool) -> None:
+    """Obligation, softening and comparison words of one token (not quoted); ``unit`` the unit it
+    names, ``amount`` whether a number follows it."""
     if unit and unit not in _NOT_UNITS:
         out.units.setdefault(unit, tok)
     if (low in REFUSE or (low in ("out", "away") and prev in ("stay", "keep"))) and not out.refuses:
@@ -227,7 +223,7 @@ def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str, nxt: str = 
         out.strong = tok
     elif low in HEDGES:
         out.hedges.add(low)
-    if low in _PREPOSITIONS and not _amount(nxt):
+    if low in _PREPOSITIONS and not amount:
         return
     more = low in MORE or (low == "least" and prev == "at")
     less = low in LESS or (low == "most" and prev == "at")
@@ -334,7 +330,8 @@ def polarity(proposal: Read, sources: Sequence[Read], elsewhere: Sequence[Clause
     proposal's other sentences ("send the link; never reset it yourself" split at ";")."""
     originals = [c for r in sources for c in r.clauses if c.words][:CLAUSES]
     mine = [c for c in proposal.clauses if c.words][:CLAUSES]
-    negated = [c for c in mine if c.negation] + list(elsewhere[:POSTINGS])
+    own = [c for c in mine if c.negation]
+    negated = own + list(elsewhere[:POSTINGS])
     by_word = _index(mine)
     for o in originals:
         if not o.negation or not o.scope or (o.negations % 2 == 0 and not negative_word(o.negation.lower())):
@@ -349,7 +346,7 @@ def polarity(proposal: Read, sources: Sequence[Read], elsewhere: Sequence[Clause
             words = ", ".join(repr(w) for w in sorted(shared)[:3])
             return f"drops the negation {o.negation!r} of {words}"
     with_word = _index(originals)
-    for c in (c for c in mine if c.negation):
+    for c in own:
         if not c.scope or c.negations % 2 == 0:
             continue
         scope = set(c.scope)
