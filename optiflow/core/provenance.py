@@ -350,14 +350,16 @@ def _join_orphans(orig: Sequence[Sentence], prop: Sequence[Sentence], sources: l
     """An original sentence no proposal sentence comes from, stating a number, code or label that
     a proposal sentence states and its sources do not, joins that sentence's sources: it was merged
     in ("Each question has 4 options." into "5 questions, each with 4 options"), not dropped. Its
-    own markers are then checked against the proposal sentence as any source's are."""
+    own markers are then checked against the proposal sentence as any source's are. An example's
+    answer label does not join it: an answer ("The sentiment is positive.") merges no example."""
     used = {i for src in sources for i in src}
     stating: dict[str, list[int]] = defaultdict(list)
     for i, o in enumerate(orig):
         if i not in used:
+            kinds = ("num:", "code:") if o.example else ("num:", "code:", "label:")
             for key in o.markers:
-                if key.startswith(("num:", "code:", "label:")) and len(stating[key]) < MARKER_SOURCES:
-                    stating[key].append(i)
+                if key.startswith(kinds) and len(stating[key]) < MARKER_SOURCES:
+                    stating[key].append(i)  # an example's answer label is no rule merged in
     if not stating:
         return
     for j, p in enumerate(prop):
