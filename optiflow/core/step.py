@@ -61,14 +61,18 @@ class EvalTarget(Frozen):
 class Hold(Frozen):
     """An evaluation queued behind its step's probes (:attr:`EvalTarget.probe`): before calling
     the model it waits for the step's ``probes`` probe evaluations to answer, or for its own
-    experiment to regress — never past ``until`` (epoch seconds), so a lost probe delays it, no
-    more."""
+    experiment to regress — never more than ``wait`` seconds after the first probe began (or,
+    before any has, after the held evaluation itself began), so a lost probe delays it, no more.
+
+    The clock is the probes' own, not the step's publish: publishing a step of a few hundred
+    evaluations takes a loaded control worker longer than a fast model's call, and a deadline
+    counted from before it had passed by the time the probes answered."""
 
     step: int = Field(ge=0)
     probes: int = Field(ge=1)
-    expect: float = 0.0
-    """When the probes should have answered (epoch seconds): no use looking before."""
-    until: float
+    latency: float = Field(ge=0.0)
+    """The model's typical call time (seconds): the probes answer no sooner, no use looking before."""
+    wait: float = Field(gt=0.0)
 
 
 class SectionEdit(Frozen):

@@ -9,14 +9,13 @@ transaction, guarded by the step index (a duplicate body writes nothing); then i
 step's temporary tags and launches the next action. A transition that ends the job completes it
 right there: the stored pending ``Finish`` / ``Fail`` only matters if this process dies before
 :func:`complete` commits (recovery sends it again). No task waits on another task's result (a
-held evaluation waits, at most :func:`probe_wait`, for its step's probes to answer), and the
-driver never looks inside a workflow's state.
+held evaluation waits for its step's probes to answer, at most :func:`probe_wait` after they
+began), and the driver never looks inside a workflow's state.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +43,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PROBE_MARGIN_S = 0.05
+PROBE_MARGIN_S = 0.5
+"""Added to a held evaluation's wait for the probes' answers to be written. It costs nothing
+while the probes answer (the held evaluations go the moment they do), only when one is lost; at
+0.05 s a pause of the worker process (a loaded machine, a collection of a large heap) between a
+probe's answer and its write let a whole wave go."""
 MAX_PROBE_WAIT_S = 60.0
 
 
@@ -233,9 +236,8 @@ def _launch_step(
     held = _held(step) if latency_s is not None else set()
     hold = None
     if held and latency_s is not None:
-        launched = time.time()
-        until = launched + probe_wait(latency_s)
-        hold = Hold(step=step.index, probes=len(first), expect=launched + latency_s, until=until).model_dump()
+        wait = probe_wait(latency_s)
+        hold = Hold(step=step.index, probes=len(first), latency=latency_s, wait=wait).model_dump()
     for target, sid, run in first:
         header.append(_evaluate(evaluate, job_id, target, sid, run, probe_step=step.index))
     for target, sid, run in rest:
@@ -308,8 +310,8 @@ def _held(step: Step) -> set[int]:
 
 
 def probe_wait(latency_s: float) -> float:
-    """The longest a held evaluation waits for its step's probes: one model call and a half,
-    plus a margin for the probes' publish and their answers' write (a minute at most)."""
+    """The longest a held evaluation waits for its step's probes, counted from the first probe's
+    start: one model call and a half, plus :data:`PROBE_MARGIN_S` (a minute at most)."""
     return min(1.5 * latency_s + PROBE_MARGIN_S, MAX_PROBE_WAIT_S)
 
 

@@ -71,12 +71,19 @@ def cache_key(payload: dict[str, object]) -> str:
 
 class JobScratch(Protocol):
     def lookup(
-        self, job_id: str, experiment_id: str, key: str, budget: JobBudget | None = None
+        self,
+        job_id: str,
+        experiment_id: str,
+        key: str,
+        budget: JobBudget | None = None,
+        *,
+        probe_step: int | None = None,
     ) -> tuple[Skip, EvalResult | None]:
         """``cancelled`` for a cancelled (or ended) job; else the cached result, if any (whatever
         marks came since: a mark stops model calls, not answers already made); else why the
         evaluation should not call the model: ``regressed`` (its experiment's fail-fast mark), or
-        ``budget_exhausted`` when the job's spend has reached ``budget``."""
+        ``budget_exhausted`` when the job's spend has reached ``budget``. The lookup of one of
+        step ``probe_step``'s probes marks the step's probes begun, unless one already did."""
         ...
 
     def record(
@@ -97,10 +104,10 @@ class JobScratch(Protocol):
         ``probe_step``'s probe, count it answered."""
         ...
 
-    def probes(self, job_id: str, experiment_id: str, step: int) -> tuple[int, bool]:
-        """Step ``step``'s probe evaluations answered so far, and whether an evaluation of
+    def probes(self, job_id: str, experiment_id: str, step: int) -> tuple[int, bool, float | None]:
+        """Step ``step``'s probe evaluations answered so far, whether an evaluation of
         ``experiment_id`` need not wait for them (its experiment regressed, or the job was
-        cancelled or ended)."""
+        cancelled or ended), and when the first of them began (epoch seconds; None before)."""
         ...
 
     def charge(self, job_id: str, charge: Charge, budget: JobBudget | None = None) -> Spend:
@@ -189,7 +196,13 @@ class RedisJobScratch:
         self._record = client.register_script(_RECORD)
 
     def lookup(
-        self, job_id: str, experiment_id: str, key: str, budget: JobBudget | None = None
+        self,
+        job_id: str,
+        experiment_id: str,
+        key: str,
+        budget: JobBudget | None = None,
+        *,
+        probe_step: int | None = None,
     ) -> tuple[Skip, EvalResult | None]:
         names = [
             keys.cancelled(self.prefix, job_id),
@@ -198,7 +211,15 @@ class RedisJobScratch:
         ]
         if budget is not None:
             names += [keys.spend(self.prefix, job_id, "usd"), keys.spend(self.prefix, job_id, "tokens")]
-        cancelled, regressed, cached, *spent = self.client.mget(names)
+        if probe_step is None:
+            found = self.client.mget(names)
+        else:  # the same round trip marks the probes begun
+            pipe = self.client.pipeline(transaction=False)
+            pipe.mget(names)
+            began = keys.probing(self.prefix, job_id, probe_step)
+            pipe.set(began, repr(time.time()), nx=True, ex=SIGNAL_TTL_S)
+            found = pipe.execute()[0]
+        cancelled, regressed, cached, *spent = found
         if cancelled is not None:
             return "cancelled", None
         if cached is not None:
@@ -252,15 +273,17 @@ class RedisJobScratch:
         pipe.hset(progress, "beat", repr(time.time()))
         pipe.execute()
 
-    def probes(self, job_id: str, experiment_id: str, step: int) -> tuple[int, bool]:
-        probed, regressed, cancelled = self.client.mget(
+    def probes(self, job_id: str, experiment_id: str, step: int) -> tuple[int, bool, float | None]:
+        probed, regressed, cancelled, began = self.client.mget(
             [
                 keys.probed(self.prefix, job_id, step),
                 keys.regressed(self.prefix, job_id, experiment_id),
                 keys.cancelled(self.prefix, job_id),
+                keys.probing(self.prefix, job_id, step),
             ]
         )
-        return int(probed or 0), regressed is not None or cancelled is not None
+        stop = regressed is not None or cancelled is not None
+        return int(probed or 0), stop, None if began is None else float(began)
 
     def charge(self, job_id: str, charge: Charge, budget: JobBudget | None = None) -> Spend:
         self._charge(job_id, charge, budget)
@@ -348,6 +371,7 @@ class RedisJobScratch:
         for pattern in (
             keys.regressed(self.prefix, job_id, "*"),
             keys.probed(self.prefix, job_id, "*"),
+            keys.probing(self.prefix, job_id, "*"),
             keys.eval_cache(self.prefix, job_id, "*"),
         ):
             found += self.client.scan_iter(match=pattern, count=1000)
@@ -363,6 +387,7 @@ class MemoryJobScratch:
         self._cancelled: set[str] = set()
         self._regressed: set[tuple[str, str]] = set()
         self._probed: dict[tuple[str, int], int] = {}
+        self._probing: dict[tuple[str, int], float] = {}
         self._progress: dict[str, Progress] = {}
         self._spend: dict[str, Spend] = {}
         self._locks: dict[str, float] = {}
@@ -370,9 +395,17 @@ class MemoryJobScratch:
         self.max_entries = max_entries
 
     def lookup(
-        self, job_id: str, experiment_id: str, key: str, budget: JobBudget | None = None
+        self,
+        job_id: str,
+        experiment_id: str,
+        key: str,
+        budget: JobBudget | None = None,
+        *,
+        probe_step: int | None = None,
     ) -> tuple[Skip, EvalResult | None]:
         with self._lock:
+            if probe_step is not None:
+                self._probing.setdefault((job_id, probe_step), time.time())
             if job_id in self._cancelled:
                 return "cancelled", None
             cached = self._cache.get((job_id, key))
@@ -411,10 +444,10 @@ class MemoryJobScratch:
             p = self._progress.get(job_id, Progress())
             self._progress[job_id] = p.model_copy(update={"done": p.done + 1, "beat": time.time()})
 
-    def probes(self, job_id: str, experiment_id: str, step: int) -> tuple[int, bool]:
+    def probes(self, job_id: str, experiment_id: str, step: int) -> tuple[int, bool, float | None]:
         with self._lock:
             stop = job_id in self._cancelled or (job_id, experiment_id) in self._regressed
-            return self._probed.get((job_id, step), 0), stop
+            return self._probed.get((job_id, step), 0), stop, self._probing.get((job_id, step))
 
     def charge(self, job_id: str, charge: Charge, budget: JobBudget | None = None) -> Spend:
         with self._lock:
@@ -469,6 +502,7 @@ class MemoryJobScratch:
             self._cancelled.discard(job_id)
             self._regressed = {x for x in self._regressed if x[0] != job_id}
             self._probed = {k: v for k, v in self._probed.items() if k[0] != job_id}
+            self._probing = {k: v for k, v in self._probing.items() if k[0] != job_id}
             self._progress.pop(job_id, None)
             self._spend.pop(job_id, None)
             for k in [k for k in self._cache if k[0] == job_id]:

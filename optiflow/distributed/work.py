@@ -78,7 +78,7 @@ def evaluate_one(
         }
     )
     budget = spec.budget
-    skip, hit = rt.scratch.lookup(job_id, experiment_id, key, budget)
+    skip, hit = rt.scratch.lookup(job_id, experiment_id, key, budget, probe_step=probe_step)
     if skip is not None:
         skipped = Charge(skipped=1) if skip == BUDGET_EXHAUSTED else None
         rt.scratch.record(
@@ -125,17 +125,20 @@ HOLD_POLL_S = (0.01, 0.1)
 
 def await_probes(rt: Runtime, job_id: str, experiment_id: str, hold: Hold) -> None:
     """Wait until the step's probes have all answered or this experiment regressed (the lookup
-    that follows then skips the call), polling the job's scratch; never past ``hold.until``.
+    that follows then skips the call), polling the job's scratch; never more than ``hold.wait``
+    after the first probe began (before any has: after this evaluation began).
     The wait holds a worker thread: the model call it would make instead is the one a probe's
     regression would have wasted."""
     low, high = HOLD_POLL_S
+    began_here = time.time()
     while True:
-        answered, stop = rt.scratch.probes(job_id, experiment_id, hold.step)
+        answered, stop, began = rt.scratch.probes(job_id, experiment_id, hold.step)
         now = time.time()
-        left = hold.until - now
+        start = min(began, now) if began is not None else began_here
+        left = start + hold.wait - now
         if stop or answered >= hold.probes or left <= 0:
             return
-        due = hold.expect - now
+        due = start + hold.latency - now
         # not due yet: one look when they are; then every tenth of the wait left, within bounds
         pause = due if due > low else min(max(low, left / 10), high)
         time.sleep(min(pause, left))

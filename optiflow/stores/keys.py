@@ -56,6 +56,12 @@ def regressed(prefix: str, job_id: str, experiment_id: str) -> str:
     return f"{prefix}:job:{job_id}:regressed:{experiment_id}"
 
 
+def probing(prefix: str, job_id: str, step: int | str) -> str:
+    """String, with TTL: when the first of a step's probe evaluations began (epoch seconds,
+    written once); the clock of the step's held evaluations' wait."""
+    return f"{prefix}:job:{job_id}:probing:{step}"
+
+
 def probed(prefix: str, job_id: str, step: int | str) -> str:
     """String counter, with TTL: a step's probe evaluations answered so far; the step's held
     evaluations wait for it to reach the probe's size."""

@@ -170,18 +170,32 @@ def test_concurrent_charges_all_add_up(scratch: JobScratch) -> None:
 
 
 def test_probes_count_a_steps_probe_answers_and_stop_on_regression_or_cancel(scratch: JobScratch) -> None:
-    assert scratch.probes("j", "e1", 3) == (0, False)
+    assert scratch.probes("j", "e1", 3) == (0, False, None)
     scratch.record("j", "e1", "k1", RESULT, regressed=False, probe_step=3)
     scratch.record("j", "e2", "k2", None, regressed=False, probe_step=3)
     scratch.record("j", "e2", "k3", None, regressed=False)  # not a probe's
     scratch.record("j", "e1", "k4", None, regressed=False, charge=Charge(cost_usd=0.1), probe_step=3)
-    assert scratch.probes("j", "e1", 3) == (3, False)
-    assert scratch.probes("j", "e1", 4) == (0, False)  # another step's probes
-    assert scratch.probes("other", "e1", 3) == (0, False)
+    assert scratch.probes("j", "e1", 3) == (3, False, None)
+    assert scratch.probes("j", "e1", 4) == (0, False, None)  # another step's probes
+    assert scratch.probes("other", "e1", 3) == (0, False, None)
     scratch.record("j", "e2", "k5", None, regressed=True, probe_step=4)
-    assert scratch.probes("j", "e2", 4) == (1, True)  # its experiment regressed: no need to wait
-    assert scratch.probes("j", "e1", 4) == (1, False)
+    assert scratch.probes("j", "e2", 4) == (1, True, None)  # its experiment regressed: no need to wait
+    assert scratch.probes("j", "e1", 4) == (1, False, None)
     scratch.cancel("j")
-    assert scratch.probes("j", "e1", 3) == (3, True)
+    assert scratch.probes("j", "e1", 3) == (3, True, None)
     scratch.clear("j")
-    assert scratch.probes("j", "e1", 3) == (0, False)
+    assert scratch.probes("j", "e1", 3) == (0, False, None)
+
+
+def test_a_probes_lookup_marks_its_steps_probes_begun_once(scratch: JobScratch) -> None:
+    before = time.time()
+    assert scratch.lookup("j", "e1", "k1", probe_step=3) == (None, None)
+    _, _, began = scratch.probes("j", "e2", 3)  # any experiment's evaluation reads the step's clock
+    assert began is not None and before <= began <= time.time()
+    time.sleep(0.01)
+    scratch.lookup("j", "e2", "k2", probe_step=3)  # a later probe: the first one's time stays
+    scratch.lookup("j", "e2", "k3")  # not a probe's
+    assert scratch.probes("j", "e1", 3)[2] == began
+    assert scratch.probes("j", "e1", 4)[2] is None and scratch.probes("other", "e1", 3)[2] is None
+    scratch.clear("j")
+    assert scratch.probes("j", "e1", 3) == (0, False, None)

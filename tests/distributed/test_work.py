@@ -42,7 +42,7 @@ def test_second_evaluation_of_the_same_prompt_is_a_cache_hit(tmp_path: Path) -> 
 
 def test_a_held_evaluation_waits_for_its_steps_probes_then_calls(tmp_path: Path) -> None:
     rt, sid = runtime_with_job(tmp_path)
-    hold = Hold(step=2, probes=2, until=time.time() + 30)
+    hold = Hold(step=2, probes=2, latency=0.0, wait=30)
     out: dict[str, object] = {}
     held = threading.Thread(
         target=lambda: out.update(evaluate_one(rt, "job1", "job1-a", "t", sid, 0, guarded=True, hold=hold))
@@ -63,7 +63,7 @@ def test_a_held_evaluation_skips_once_a_probe_found_its_regression(tmp_path: Pat
     rt.scratch.record("job1", "job1-a", "k", None, regressed=True, probe_step=2)
     started = time.monotonic()
     out = evaluate_one(
-        rt, "job1", "job1-a", "t", sid, 0, guarded=True, hold=Hold(step=2, probes=5, until=time.time() + 30)
+        rt, "job1", "job1-a", "t", sid, 0, guarded=True, hold=Hold(step=2, probes=5, latency=0.0, wait=30)
     )
     assert out["skipped"] is True and out["reason"] == "regressed"
     assert time.monotonic() - started < 1
@@ -73,7 +73,20 @@ def test_a_lost_probe_delays_a_held_evaluation_until_its_deadline_no_more(tmp_pa
     rt, sid = runtime_with_job(tmp_path)
     started = time.monotonic()
     out = evaluate_one(
-        rt, "job1", "job1-a", "t", sid, 0, guarded=True, hold=Hold(step=2, probes=1, until=time.time() + 0.3)
+        rt, "job1", "job1-a", "t", sid, 0, guarded=True, hold=Hold(step=2, probes=1, latency=0.0, wait=0.3)
     )
-    waited = time.monotonic() - started
+    waited = time.monotonic() - started  # no probe began: the wait counts from its own start
     assert 0.25 < waited < 3 and out["passed"] is True
+
+
+def test_a_held_evaluations_wait_counts_from_the_probes_start_not_its_own(tmp_path: Path) -> None:
+    """A probe that began long before (its step's publish took a while, or the held evaluation
+    waited for a thread) leaves a held evaluation only what remains of the probe's wait."""
+    rt, sid = runtime_with_job(tmp_path)
+    rt.scratch.lookup("job1", "job1-a", "k", probe_step=2)  # a probe began, and never answered
+    time.sleep(0.4)
+    started = time.monotonic()
+    out = evaluate_one(
+        rt, "job1", "job1-b", "t", sid, 0, guarded=True, hold=Hold(step=2, probes=1, latency=0.0, wait=0.5)
+    )
+    assert time.monotonic() - started < 0.35 and out["passed"] is True
