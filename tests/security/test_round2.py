@@ -52,7 +52,8 @@ def test_a_120_kb_repeated_phrase_parses_in_linear_time(text: str) -> None:
     simulated.compress_plan(text)
     simulated.judge_reply(text)
     simulated.rewrite_reply(text)
-    assert time.perf_counter() - t0 < 0.5  # was 9-12 s each for the first three
+    # was 9-12 s each for the first three; linear takes ~0.1 s, the bound leaves a loaded CI room
+    assert time.perf_counter() - t0 < 3
 
 
 _PIECES = [
@@ -114,7 +115,7 @@ def test_healthz_stays_responsive_while_a_120_kb_section_is_evaluated(serve: Ser
                 break
             time.sleep(0.05)
     assert status == "completed"
-    assert slowest < 1.0  # was 28 s
+    assert slowest < 5  # was 28 s; a few ms when the control worker is not the one parsing
 
 
 def test_the_operator_can_refuse_the_simulated_model_over_http(serve: Serve, client: Client) -> None:
