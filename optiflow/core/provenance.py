@@ -41,6 +41,7 @@ from optiflow.core import clauses
 from optiflow.core.base import Frozen
 from optiflow.core.reading import EXAMPLE_LEADS, Reader, Sentence, tokenize
 from optiflow.core.sentences import examples, sentences
+from optiflow.core.vocabulary import stem
 
 COMMON = 24
 """A word in more original sentences than this does not vote for a proposal sentence's source."""
@@ -292,11 +293,23 @@ ABBREVIATION_WORDS = 64
 code: an adversarial proposal of thousands of capitals costs no more than a few per token)."""
 
 
+def _quoted(key: str, sources: Sequence[Sentence]) -> bool:
+    """The number of ``key`` ("num:3 day") is one a source states only inside quotes (an
+    example's words, no marker of it)."""
+    value = key.removeprefix("num:").split(" ", 1)[0]
+    return any(value in s.words and f"num:{value}" not in s.markers for s in sources)
+
+
 def _abbreviates(code: str, sources: Sequence[Sentence]) -> bool:
-    """``code`` ("DB", "Prod") is one of its sources' words shortened: its letters in order, the
-    first one first ("database", "production"); at most :data:`ABBREVIATION_WORDS` words looked at."""
+    """``code`` is one of its sources' words in capitals ("every REJECT gets a reason" for "give
+    the reason when rejecting") or shortened ("DB", "Prod"): its letters in order, the first one
+    first ("database", "production"); at most :data:`ABBREVIATION_WORDS` words looked at."""
     low = code.lower()
-    if not low.isalpha() or len(low) > 6:
+    if not low.isalpha():
+        return False
+    if stem(low) in {w for s in sources for w in s.words}:
+        return True
+    if len(low) > 6:
         return False
     seen = 0
     for s in sources:
@@ -411,6 +424,7 @@ def provenance(
         p = prop[j]
         where = f"in {_short(p.text)!r}"
         gone = [(k, v) for k, v in _lost(srcs, [p]) if not (k.startswith("code:") and k in stated)]
+        shown_input = all(o.example for o in srcs)  # examples: their inputs' words are no rule's
         for key, shown in _lost([p], srcs):
             kind = key.split(":", 1)[0]
             if key == "neg" and (
@@ -425,6 +439,8 @@ def provenance(
                 and (shown.upper() in acronyms() or _abbreviates(shown, srcs))
             ):
                 continue  # "GDPR", "2FA" for "two-factor authentication", "DB" for "database"
+            if kind in ("num", "neg") and (shown_input or (kind == "num" and _quoted(key, srcs))):
+                continue  # an example's input told without its quotes ('"a 3-day notice" → EVICT')
             was = next((old for k, old in gone if k.split(":", 1)[0] == kind != "neg"), None)
             if was is not None:
                 what = f"changes {_name(key, was)} to {shown!r}"
@@ -434,7 +450,11 @@ def provenance(
         why = (
             _modal(srcs, [p], lost=False)
             or _swapped(srcs, p)
-            or clauses.polarity(prop_clauses[j], [orig_clauses[i] for i in src], negated_elsewhere(j))
+            or (
+                ""
+                if shown_input
+                else clauses.polarity(prop_clauses[j], [orig_clauses[i] for i in src], negated_elsewhere(j))
+            )
             or clauses.exception_moved(prop_clauses[j], [orig_clauses[i] for i in src])
             or clauses.direction(prop_clauses[j], [orig_clauses[i] for i in src])
             or clauses.weakened(prop_clauses[j], [orig_clauses[i] for i in src])

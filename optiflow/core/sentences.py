@@ -13,7 +13,7 @@ from optiflow.core.vocabulary import EXAMPLE_LINE, INPUT_LINE
 _END = re.compile(
     r"\n[ \t]*(?:\n|(?=[-*\u2022][ \t]|\d{1,3}[.)][ \t]|[A-Z][\w ]{0,20}:))"
     r"|(?:(?<=[.!?])|(?<=[.!?][\"')\]\u201d]))(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\bincl\.)(?<!\bapprox\.)"
-    r"[ \t\n]+(?![ \t\na-z])|(?<=;)[ \t\n]+(?![ \t\n])"
+    r"[ \t\n]+(?![ \t\na-z\u2192\u21d2]|[-=]>)|(?<=;)[ \t\n]+(?![ \t\n])"
 )
 MAX_SENTENCE = 1000
 """A longer run without a sentence end is read in pieces of this many characters (bounded work per
@@ -27,8 +27,9 @@ stays bounded)."""
 
 def sentences(text: str) -> list[str]:
     """Sentences and clauses: paragraphs and bullets apart, wrapped lines joined, a sentence ending
-    at ``.!?`` (and one closing quote or bracket) before a space and not a lowercase letter (nor
-    after "e.g.", "i.e.", "vs.", "incl.", "approx."), a
+    at ``.!?`` (and one closing quote or bracket) before a space and not a lowercase letter nor an
+    arrow (an example's answer: '"Where is it?" → WISMO'; nor after "e.g.", "i.e.", "vs.",
+    "incl.", "approx."), a
     clause at ``;``; a piece under :data:`MIN_CHARS` joins the next. One regex split whose
     matches start only at a line break or after a fixed-width lookbehind: linear."""
     out: list[str] = []
@@ -61,13 +62,24 @@ class Examples(list[str]):
 
 def examples(texts: Sequence[str]) -> Examples:
     """``texts`` with an answer line ("Answer: ...", "Output: ...") joined to the example line
-    before it (one that opens with ``Word:`` or ends in a quote): an example and its answer are
-    one unit, so an answer moved to another example is a label changed, not the same sentence."""
+    before it (one that opens with ``Word:`` or ends in a quote), and an example line's clauses
+    (split at ";") joined again: an example and its answer are one unit, so an answer moved to
+    another example is a label changed, not the same sentence."""
     out = Examples()
     out.answers = set()
     for t in texts:
         head, colon, _ = t[:24].partition(":")
         prev = out[-1] if out else ""
+        if (
+            prev.endswith(";")
+            and prev not in out.answers
+            and _opens_example(prev)
+            and len(prev) < MAX_SENTENCE
+        ):
+            out[-1] = f"{prev} {t}"  # 'Input: licence: no; weekends: no → Output: FAIL': one example
+            if _answered(out[-1]):
+                out.answers.add(out[-1])
+            continue
         if (
             colon
             and head.strip().lower() in EXAMPLE_LINE
@@ -85,30 +97,47 @@ def examples(texts: Sequence[str]) -> Examples:
     return out
 
 
+_QUOTES = "\"'\u201c\u2018"
+_MAPS = ("\u2192", "->", "=>", "\u21d2")
+"""Arrows: a line that maps ('"Late again." → NEG') is one example or rule, the next line another
+unless it opens in lowercase with no arrow of its own (the mapping's own words wrapped)."""
 SHORT_LINE = 60
 """A line shorter than this that ends without punctuation, followed by a line opening with a
 capital, is a line of its own (a list item, an example's answer), not prose wrapped."""
 
 
 def _line_breaks(text: str) -> str:
-    """``text`` with a blank line after each short unpunctuated line that a capitalised line
-    follows ("Output: FAIL" / "An applicant passes only if ..."): one pass over the lines."""
+    """``text`` with a blank line after each short unpunctuated line that a capitalised line (or
+    a quote opening with a capital) follows ("Output: FAIL" / "An applicant passes only if ...",
+    '"Late again." → NEG' / '"Great fit!" → POS'), and after each line with an arrow that a line
+    with an arrow, or not opening in lowercase, follows: one pass over the lines."""
     if "\n" not in text:
         return text
     lines = text.split("\n")
     out = [lines[0]]
     for prev, line in pairwise(lines):
         end = prev.rstrip()
-        if end and len(end) < SHORT_LINE and end[-1].isalnum() and line.lstrip()[:1].isupper():
+        head = line.lstrip()[:2]
+        opens = head[:1].isupper() or (head[:1] in _QUOTES and head[1:2].isupper())
+        short = end and len(end) < SHORT_LINE and end[-1].isalnum() and opens
+        mapped = any(a in end for a in _MAPS) and (not head[:1].islower() or any(a in line for a in _MAPS))
+        if short or (head and mapped):
             out.append("")
         out.append(line)
     return "\n".join(out)
 
 
+def _opens_example(text: str) -> bool:
+    """A line that opens with an example's input ("Input:", "Example:", "Q:")."""
+    head, colon, _ = text[:24].partition(":")
+    return bool(colon) and head.strip().lower() in INPUT_LINE
+
+
 def _answered(text: str) -> bool:
-    """An example line that carries its own answer after the input ("Input: ... Output: X")."""
+    """An example line that carries its own answer after the input ("Input: ... Output: X",
+    'Example: "..." → AUTO')."""
     low = text[:MAX_SENTENCE].lower()
-    return any(f" {w}:" in low for w in EXAMPLE_LINE)
+    return any(f" {w}:" in low for w in EXAMPLE_LINE) or any(a in low for a in _MAPS)
 
 
 def _chunks(text: str) -> list[str]:

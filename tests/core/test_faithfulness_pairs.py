@@ -104,7 +104,7 @@ def test_accuracy_on_each_half() -> None:
     fourth = _report("held-out-4 (new domains, written by a session that never read the check)", HELD_OUT_4)
     assert accuracy(third) >= 0.93
     fifth = _report("held-out-5 (new domains, written by a session that never read the check)", HELD_OUT_5)
-    assert accuracy(fourth) >= 0.82
+    assert accuracy(fourth) >= 0.84
     sixth = _report("held-out-6 (18 new domains, written by a session that never read the check)", HELD_OUT_6)
     assert accuracy(fifth) >= 0.85
     seventh = _report(
@@ -117,7 +117,7 @@ def test_accuracy_on_each_half() -> None:
     assert accuracy(sixth) >= 0.74
     assert accuracy(seventh) >= 0.83
     assert accuracy(eighth) >= 0.69
-    assert accuracy(ninth) >= 0.64
+    assert accuracy(ninth) >= 0.68
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90

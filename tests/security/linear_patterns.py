@@ -107,12 +107,13 @@ LINEAR: dict[Key, tuple[str, str | None]] = {
     (
         "core.sentences",
         "_END",
-        "\\n[ \\t]*(?:\\n|(?=[-*\\u2022][ \\t]|\\d{1,3}[.)][ \\t]|[A-Z][\\w ]{0,20}:))|(?:(?<=[.!?])|(?<=[.!?][\\\"')\\]\\u201d]))(?<!\\be\\.g\\.)(?<!\\bi\\.e\\.)(?<!\\bvs\\.)(?<!\\bincl\\.)(?<!\\bapprox\\.)[ \\t\\n]+(?![ \\t\\na-z])|(?<=;)[ \\t\\n]+(?![ \\t\\n])",
+        "\\n[ \\t]*(?:\\n|(?=[-*\\u2022][ \\t]|\\d{1,3}[.)][ \\t]|[A-Z][\\w ]{0,20}:))|(?:(?<=[.!?])|(?<=[.!?][\\\"')\\]\\u201d]))(?<!\\be\\.g\\.)(?<!\\bi\\.e\\.)(?<!\\bvs\\.)(?<!\\bincl\\.)(?<!\\bapprox\\.)[ \\t\\n]+(?![ \\t\\na-z\\u2192\\u21d2]|[-=]>)|(?<=;)[ \\t\\n]+(?![ \\t\\n])",
     ): (
         "starts only at a line break (its blank run scanned once; a lookahead of at most 22 "
         "characters for a 'Word:' line) or after a fixed-width lookbehind "
         "(a sentence end or ';', then fixed-width negative lookbehinds for 'e.g.', 'i.e.', 'vs.', "
-        "'incl.', 'approx.'), one blank run each",
+        "'incl.', 'approx.'), one blank run each, then a fixed-width negative lookahead (not a "
+        "lowercase letter nor an arrow)",
         "provenance (two texts)",
     ),
     # -- optimizers ----------------------------------------------------------------------------
