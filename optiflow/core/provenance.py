@@ -231,13 +231,14 @@ def _modal(src: Sequence[Sentence], dst: Sequence[Sentence], lost: bool) -> str:
     a: set[int] = set()
     b: set[int] = set()
     for s in src:
-        a |= s.modal
+        a |= s.modal | ({3} if s.prohibits and not lost else set())  # "do not tell": "must not say"
     for d in dst:
         b |= d.modal
     shown_a = next((s.markers["modal"] for s in src if "modal" in s.markers), "")
     shown_b = next((s.markers["modal"] for s in dst if "modal" in s.markers), "")
     if lost:
-        if 1 in a and 1 not in b:
+        only = all("only" in s.markers for s in src) and any("only" in d.markers for d in dst)
+        if 1 in a and 1 not in b and not only:  # "allowed only in fire rings" is "only in fire rings"
             return f"drops the permission {shown_a!r}" + (f" (now {shown_b!r})" if shown_b else "")
         if 3 in a and 3 not in b and 2 in b:
             return f"weakens {shown_a!r} to {shown_b!r}"

@@ -247,7 +247,7 @@ class Reader:
             kind, low, value, force, key, _inline = kinds[i]
             if kind == "word":
                 if not quoted and force and not (force == 1 and i + 1 < n_tok and kinds[i + 1][1] in _MAY_BE):
-                    s.modal.add(force)
+                    s.modal.add(_denied(kinds, i, force))
                     markers.setdefault("modal", tokens[i])
                 if key:
                     markers.setdefault(key, tokens[i])
@@ -271,7 +271,7 @@ class Reader:
                 if low in ("you", "your") and not quoted:
                     s.addressed = True
                 if not quoted and force:
-                    s.modal.add(force)
+                    s.modal.add(_denied(kinds, i, force))
                     markers.setdefault("modal", tokens[i])
                 i += 1
                 continue
@@ -349,6 +349,14 @@ class Reader:
         if k is None:
             k = self.cache[tok] = self.kind(tok)
         return k
+
+
+def _denied(kinds: Sequence[_Kind], i: int, force: int) -> int:
+    """The force of the modal word at ``i``: a permission next to a negation ("is not allowed",
+    "may not") is a prohibition, as strong as "never"."""
+    if force == 1 and any(0 <= k < len(kinds) and kinds[k][0] == "neg" for k in (i - 1, i + 1)):
+        return 3
+    return force
 
 
 def _negation(s: Sentence, kinds: Sequence[_Kind], i: int, tok: str) -> int:

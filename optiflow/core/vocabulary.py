@@ -15,7 +15,7 @@ CONDITIONAL = frozenset({"if", "whenever"})
 ONLY = frozenset({"only", "solely", "exclusively"})
 STRONG = frozenset({"must", "always", "shall", "required", "mandatory", "never"})
 SHOULD = frozenset({"should", "recommended"})
-PERMIT = frozenset({"may", "optional", "optionally", "allowed"})
+PERMIT = frozenset({"may", "optional", "optionally", "allowed", "permitted"})
 EMPHASIS = frozenset(
     """IMPORTANT NOTE NEVER ALWAYS MUST NOT DO ONLY OK NO I IF THEN ELSE AND OR WHEN ALL ANY NONE""".split()  # noqa: SIM905
 )

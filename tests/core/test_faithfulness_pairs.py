@@ -114,10 +114,10 @@ def test_accuracy_on_each_half() -> None:
     ninth = _report(
         "held-out-9 (100 new domains, written by a session that never read the check)", HELD_OUT_9
     )
-    assert accuracy(sixth) >= 0.74
+    assert accuracy(sixth) >= 0.75
     assert accuracy(seventh) >= 0.83
     assert accuracy(eighth) >= 0.69
-    assert accuracy(ninth) >= 0.68
+    assert accuracy(ninth) >= 0.71
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
