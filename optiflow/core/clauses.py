@@ -319,9 +319,19 @@ def direction(proposal: Read, sources: Sequence[Read]) -> str:
             return f"changes the comparison {same[0].compared!r} to {c.compared!r}"  # the same threshold
         # a threshold: a number or a named level on both sides, or three words in common
         tied = [o for o in tied if (c.quantity and o.quantity) or best >= THRESHOLD_WORDS]
-        if best >= min(MIN_SHARED, len(c.words)) and tied and all(mine not in _directions(o) for o in tied):
+        if (
+            best >= min(MIN_SHARED, len(c.words))
+            and tied
+            and all(mine not in _directions(o) and not _same_side(c, o) for o in tied)
+        ):
             return f"changes the comparison {tied[0].compared!r} to {c.compared!r}"
     return ""
+
+
+def _same_side(p: Clause, o: Clause) -> bool:
+    """Both negate the same side of the comparison: "never allow flights higher than 400 feet"
+    and "flights above 400 feet are prohibited" (a negation before or after it, one each)."""
+    return bool(p.negation and o.negation) and p.direction in {d for d, _ in o.comparisons}
 
 
 def polarity(proposal: Read, sources: Sequence[Read], elsewhere: Sequence[Clause] = ()) -> str:

@@ -364,6 +364,8 @@ def _negation(s: Sentence, kinds: Sequence[_Kind], i: int, tok: str) -> int:
     prohibition ("never", "don't", "do not", "must not", or first) opens a scope of 3 tokens,
     whose first content word it governs (the scope's length is returned; 0 when none)."""
     kind, low, _value, force, key, _inline = kinds[i]
+    if kind == "neg" and i + 2 < len(kinds) and kinds[i + 2][1] == "than":
+        return 0  # "no more than 10", "not later than": a bound, read by clauses as one
     s.markers.setdefault(key, tok)
     scope = 0
     if kind == "neg":

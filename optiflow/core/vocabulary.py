@@ -4,7 +4,7 @@ lead or separate clauses, and the stop words that carry none (pure data and two 
 
 from __future__ import annotations
 
-NEGATION = frozenset("not no never none nothing nobody neither cannot without".split())  # noqa: SIM905
+NEGATION = frozenset("not no never none nothing nobody neither cannot without prohibited forbidden".split())  # noqa: SIM905
 AVOID = frozenset({"avoid", "refrain"})
 """Negations only as an order ("Avoid jargon", "you must avoid", "try to avoid"), not as a verb
 of a description ("in order to avoid misunderstandings")."""
@@ -54,7 +54,9 @@ NUMBER_WORDS = {
         fifteen sixteen seventeen eighteen nineteen twenty""".split()  # noqa: SIM905
     )
 }
-NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "single": "1"})
+NUMBER_WORDS.update(
+    {"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "single": "1", "twice": "2"}
+)
 NUMBER_WORDS.update(
     {
         w: str(i)

@@ -24,7 +24,14 @@ every set, printed. The sets, in the order they were written:
 - ``held-out-9`` (100, half honest, half meaning changes, 100 new domains), written the same way,
   committed before any check ran on it: 61.0% on the sixth round's check (25 / 36), 63.0% on the
   seventh round's (26 / 37), 64.0% on db595e1's (27 of 50 honest accepted, 37 of 50 meaning changes
-  refused), the last first run: no number printed here but held-out-9's is independent.
+  refused). Then corrected on held-out-9's errors (9c87d04: arrows and mapping lines, an example's
+  clauses and its arrow answer, a code spelled as a source word, an example's input unquoted).
+- ``held-out-10`` (100, half honest, half meaning changes, 19 kinds), written by a session that
+  never opened the repository, committed (0eab36d) before any check ran on it: 63.0% on the check
+  this round started from (caa59c9), 65.0% on 9c87d04's (25 of 50 honest accepted, 40 of 50
+  meaning changes refused), the last first run: no number printed here but that one is
+  independent. Then corrected on held-out-10's errors too (a negated permission is a prohibition;
+  "allowed only in X").
 
 Labels follow issue 31's rules, which the default check enforces: three pairs of the first suite
 were relabelled to them after the second round (#72 drops a sentence stating a number, #82 drops
@@ -55,6 +62,7 @@ HELD_OUT_6 = tuple(p for p in PAIRS if p.split == "held-out-6")
 HELD_OUT_7 = tuple(p for p in PAIRS if p.split == "held-out-7")
 HELD_OUT_8 = tuple(p for p in PAIRS if p.split == "held-out-8")
 HELD_OUT_9 = tuple(p for p in PAIRS if p.split == "held-out-9")
+HELD_OUT_10 = tuple(p for p in PAIRS if p.split == "held-out-10")
 ISSUE_KINDS = (
     "negation dropped",
     "negation added",
@@ -114,10 +122,14 @@ def test_accuracy_on_each_half() -> None:
     ninth = _report(
         "held-out-9 (100 new domains, written by a session that never read the check)", HELD_OUT_9
     )
+    tenth = _report(
+        "held-out-10 (19 kinds, written by a session that never opened the repository)", HELD_OUT_10
+    )
     assert accuracy(sixth) >= 0.75
     assert accuracy(seventh) >= 0.83
-    assert accuracy(eighth) >= 0.69
+    assert accuracy(eighth) >= 0.70
     assert accuracy(ninth) >= 0.71
+    assert accuracy(tenth) >= 0.69
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
