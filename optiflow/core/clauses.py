@@ -65,6 +65,8 @@ HEDGES = frozenset(
     could""".split()  # noqa: SIM905
 )
 """Words that soften an order: a proposal using one where the original obliges weakens it."""
+_AS_FITS = frozenset({"relevant", "appropriate", "applicable", "needed", "necessary", "possible", "useful"})
+"""After "if", "when", "where", "as": an order left to the model's judgement ("if relevant")."""
 LESS = frozenset(
     """below under less fewer lower shorter younger earlier before within < <= ≤ maximum smaller
     newer sooner cheaper lighter""".split()  # noqa: SIM905
@@ -115,6 +117,9 @@ class Clause:
     numbers: set[str] = field(default_factory=set)
     """The numbers it states, as digits ("4.3", "10,000"): a comparison with the same number is
     the same threshold ("Rating > 4.3 -> ..." against "Drivers below 4.3 are ...")."""
+    when: str = ""
+    """Its first comparison in time, "before" ("<") or "after" (">"): "valid 6 months after
+    departure" is not "valid 6 months before departure", whatever else it compares."""
 
 
 @dataclass(slots=True)
@@ -221,8 +226,8 @@ def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str, unit: str, 
         out.refuses = tok
     if low in STRONG and not out.strong:
         out.strong = tok
-    elif low in HEDGES:
-        out.hedges.add(low)
+    elif low in HEDGES or (low in _AS_FITS and prev in ("if", "when", "where", "as")):
+        out.hedges.add(low)  # "usually", "if relevant", "where appropriate"
     if low in _PREPOSITIONS and not amount:
         return
     more = low in MORE or (low == "least" and prev == "at")
@@ -231,6 +236,8 @@ def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str, unit: str, 
     turned = bool(clause.negation) and len(clause.scope) <= 2 and (low not in TEMPORAL or prev in PURE)
     if (more or less) and len(clause.comparisons) < CLAUSES:
         clause.comparisons.append(("<" if less else ">", turned))
+    if low in ("before", "after") and not clause.when:
+        clause.when = "<" if less else ">"
     if (more or less) and not clause.direction:
         clause.direction, clause.compared = ("<" if less else ">"), tok
         clause.flipped = turned
@@ -325,6 +332,15 @@ def direction(proposal: Read, sources: Sequence[Read]) -> str:
             and all(mine not in _directions(o) and not _same_side(c, o) for o in tied)
         ):
             return f"changes the comparison {tied[0].compared!r} to {c.compared!r}"
+        if (
+            c.when
+            and not c.negation
+            and best >= min(MIN_SHARED, len(c.words))
+            and tied
+            and all(o.when not in ("", c.when) and not o.negation for o in tied)
+        ):  # "do not call before 9" is "call only after 9": negated ones are left to the rules above
+            was, now = ("after", "before") if c.when == "<" else ("before", "after")
+            return f"changes {was!r} to {now!r}"
     return ""
 
 

@@ -196,8 +196,8 @@ def _lost(src: Iterable[Sentence], dst: Iterable[Sentence]) -> list[tuple[str, s
                 continue
             if key in _SCOPE and _excused(key, have):
                 continue  # "not ... unless" told as "only ...": one scope word for another
-            if key.startswith(("label:", "num:")) and " " not in key and "q" + key in have:
-                continue  # stated in quotes (an example answer), or as a word ("five to seven")
+            if key.startswith(("label:", "num:")) and ("num:" in key or " " not in key) and "q" + key in have:
+                continue  # stated in quotes (an example answer), as a word ("five to seven"), an age
             out.append((key, shown))
     return out
 

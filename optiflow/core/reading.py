@@ -443,6 +443,8 @@ def _number(s: Sentence, tokens: Sequence[str], i: int, kind_of: _Kind, *, quote
     unit = inline or _unit_at(tokens, i + 1)
     if not unit and i + 3 < n_tok and tokens[i + 1].lower() in _RANGE_WORDS and tokens[i + 2][:1].isdigit():
         unit = _unit_at(tokens, i + 3)  # a range, "1 to 3 months", "between 18 and 65 years": its unit
+    if not unit and kind == "num" and any(tokens[k].lower() in _AGE for k in (i - 1, i - 2) if k >= 0):
+        s.markers.setdefault(f"q{key} year", tok)  # "age ≥17" states "17 years", no need to keep it
     if kind == "num" and "-" in tok and tok.rsplit("-", 1)[1].isdigit():
         upper = tok.rsplit("-", 1)[1]  # a range, "21-24": both ends are numbers it states
         s.markers.setdefault(f"num:{upper}", upper)
@@ -460,6 +462,7 @@ def _number(s: Sentence, tokens: Sequence[str], i: int, kind_of: _Kind, *, quote
         s.words.add(value)
 
 
+_AGE = frozenset({"age", "aged", "ages"})
 _LINK = frozenset({"code", "reply", "label", "tag", "answer", "output", "return", "mark", "use"})
 """Words that only introduce a label or code ("reply with code X"): a clause of them and a label
 states the label of the clause before it."""

@@ -129,7 +129,7 @@ def test_accuracy_on_each_half() -> None:
     assert accuracy(seventh) >= 0.83
     assert accuracy(eighth) >= 0.70
     assert accuracy(ninth) >= 0.71
-    assert accuracy(tenth) >= 0.69
+    assert accuracy(tenth) >= 0.72
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
