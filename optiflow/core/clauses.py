@@ -178,8 +178,8 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
                     if low not in NEGATIVE and not low.endswith("n't"):
                         # "unoccupied" governs "occupied": the word it negates is its stem past the prefix
                         clause.scope.append(stem(low.removeprefix("non").removeprefix("un").lstrip("-")))
-            elif low in EXCEPT:
-                clause.exception = in_exception = True
+            elif low in EXCEPT or (low == "but" and prev in NEGATIVE):
+                clause.exception = in_exception = True  # "except", "unless", "nothing but"
             elif low in ONLY:
                 clause.only = True
             if not start and tok[0].isupper() and not tok.isupper() and tok.isalpha() and len(tok) >= 3:
@@ -365,8 +365,9 @@ def polarity(proposal: Read, sources: Sequence[Read], elsewhere: Sequence[Clause
         scope = set(o.scope)
         for c in by_word.get(o.scope[0], ()):
             shared = c.words & scope
-            if c.negation or len(shared) < MIN_SHARED or _equivalent(c, o) or _turned(c, o):
-                continue
+            short = not shared or (len(shared) < MIN_SHARED and not o.words <= c.words)
+            if c.negation or short or _equivalent(c, o) or _turned(c, o):
+                continue  # one word in common is no evidence, unless the proposal has all of o's
             if any(len(n.words & scope) >= MIN_SHARED for n in negated[:POSTINGS]):
                 break  # told negated in another clause of the proposal
             words = ", ".join(repr(w) for w in sorted(shared)[:3])

@@ -225,6 +225,11 @@ def _name(key: str, shown: str) -> str:
     return {"num": "the number", "code": "the code", "label": "the label"}.get(kind, kind) + f" {shown!r}"
 
 
+_PERMITS_TOLD = frozenset({"can", "ok", "ok;", "ok.", "ok,", "okay", "fine", "fine."})
+"""Words that keep a permission ("Members can cancel", "Pesticide mentions OK"), though none makes
+one: "can" is mostly ability ("you can find it in Settings"), no permission a proposal adds."""
+
+
 def _modal(src: Sequence[Sentence], dst: Sequence[Sentence], lost: bool) -> str:
     """How the modal force changed from ``src`` to ``dst`` ("" when it did not): what ``src``
     had that ``dst`` lost (``lost``), or what ``dst`` adds."""
@@ -238,7 +243,8 @@ def _modal(src: Sequence[Sentence], dst: Sequence[Sentence], lost: bool) -> str:
     shown_b = next((s.markers["modal"] for s in dst if "modal" in s.markers), "")
     if lost:
         only = all("only" in s.markers for s in src) and any("only" in d.markers for d in dst)
-        if 1 in a and 1 not in b and not only:  # "allowed only in fire rings" is "only in fire rings"
+        told = any(not _PERMITS_TOLD.isdisjoint(d.text.lower().split()) for d in dst)
+        if 1 in a and 1 not in b and not (only or told):  # "allowed only in X" is "only in X"
             return f"drops the permission {shown_a!r}" + (f" (now {shown_b!r})" if shown_b else "")
         if 3 in a and 3 not in b and 2 in b:
             return f"weakens {shown_a!r} to {shown_b!r}"

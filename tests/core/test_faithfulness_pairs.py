@@ -128,7 +128,7 @@ def test_accuracy_on_each_half() -> None:
     assert accuracy(sixth) >= 0.75
     assert accuracy(seventh) >= 0.83
     assert accuracy(eighth) >= 0.70
-    assert accuracy(ninth) >= 0.71
+    assert accuracy(ninth) >= 0.72
     assert accuracy(tenth) >= 0.72
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
@@ -156,7 +156,8 @@ def test_the_issues_four_examples_are_refused_naming_what_changed() -> None:
     assert "changes the number '14' to '4'" in reasons["Offer a refund within 4 days of delivery."]
     swapped = "Mentions of delays are positive; mentions of fast delivery are negative."
     assert reasons[swapped].startswith("swaps labels: 'delay' goes with 'positive'")
-    assert "'only'" in reasons["Ask for the order number when the customer has given it."]
+    inverted = reasons["Ask for the order number when the customer has given it."]
+    assert "'only'" in inverted or "negation 'not' of 'given'" in inverted  # both were dropped
     assert reasons["Escalate chargebacks with code CHB-310."].startswith(
         "drops the rule 'Never promise a delivery date.'"
     )
