@@ -365,7 +365,8 @@ def polarity(proposal: Read, sources: Sequence[Read], elsewhere: Sequence[Clause
         scope = set(o.scope)
         for c in by_word.get(o.scope[0], ()):
             shared = c.words & scope
-            short = not shared or (len(shared) < MIN_SHARED and not o.words <= c.words)
+            whole = o.words - {stem(o.negation.lower())} <= c.words  # "non-refundable": "refundable"
+            short = not shared or (len(shared) < MIN_SHARED and not whole)
             if c.negation or short or _equivalent(c, o) or _turned(c, o):
                 continue  # one word in common is no evidence, unless the proposal has all of o's
             if any(len(n.words & scope) >= MIN_SHARED for n in negated[:POSTINGS]):

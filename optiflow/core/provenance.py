@@ -41,7 +41,7 @@ from optiflow.core import clauses
 from optiflow.core.base import Frozen
 from optiflow.core.reading import EXAMPLE_LEADS, Reader, Sentence, tokenize
 from optiflow.core.sentences import examples, sentences
-from optiflow.core.vocabulary import stem
+from optiflow.core.vocabulary import OPPOSITES, SPELLED, stem
 
 COMMON = 24
 """A word in more original sentences than this does not vote for a proposal sentence's source."""
@@ -259,6 +259,22 @@ def _modal(src: Sequence[Sentence], dst: Sequence[Sentence], lost: bool) -> str:
     return ""
 
 
+def _opposite(src: Sequence[Sentence], p: Sentence) -> str:
+    """A word of ``p`` whose opposite (:data:`OPPOSITES`) its sources state instead, none of them
+    negated ("closed on Sundays" -> "open on Sundays"; "do not reject" -> "accept" is left to the
+    negation rules)."""
+    if "neg" in p.markers or any("neg" in s.markers for s in src):
+        return ""
+    had: set[str] = set()
+    for s in src:
+        had |= s.words
+    for w in sorted(p.words):
+        other = OPPOSITES.get(w)
+        if other and other in had and w not in had and other not in p.words:
+            return f"says {SPELLED[w]!r} where the original says {SPELLED[other]!r}"
+    return ""
+
+
 def _negation_moved(o: Sentence, made: Sequence[Sentence]) -> str:
     """A prohibition of ``o`` whose word the proposal keeps un-negated, while it states fewer
     prohibitions: "do not let X influence you, and do not judge" -> "let X influence you, and do
@@ -456,6 +472,7 @@ def provenance(
             findings.append(Finding("changed", f"{what} {where}"))
         why = (
             _modal(srcs, [p], lost=False)
+            or _opposite(srcs, p)
             or _swapped(srcs, p)
             or (
                 ""
@@ -478,12 +495,13 @@ def provenance(
         made = [prop[j] for j in js]
         o = orig[i]
         ruled = o.defines or bool(o.rule)
+        told = set().union(*(m.words for m in made))  # every word kept: the scope word was just cut
         if o.lead.startswith(EXAMPLE_LEADS):
             continue  # an example's details ("e.g. 'SW1A 1AA'"); what the proposal adds is checked above
         for key, shown in _lost([o], made):
             if key.startswith("label:") and not ruled:
                 continue  # a label as a word of a description ("many negative reviews")
-            if key in ("neg", "only") and not (ruled or o.prohibits):
+            if key in ("neg", "only") and not (ruled or o.prohibits or o.words <= told):
                 continue  # "an order that has not shipped has no invoice", told another way
             if key == "neg" and (
                 clauses.traded(orig_clauses[i], [prop_clauses[j] for j in js])

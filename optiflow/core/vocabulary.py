@@ -166,3 +166,49 @@ def stem(word: str) -> str:
             w = w[: len(w) - len(suffix)] + repl
             break
     return w[:-1] if len(w) > 4 and w.endswith("e") else w
+
+
+_OPPOSITES = (
+    "open closed",
+    "opens closes",
+    "allow forbid",
+    "accept reject",
+    "accepted rejected",
+    "include exclude",
+    "included excluded",
+    "enable disable",
+    "enabled disabled",
+    "required optional",
+    "mandatory optional",
+    "public private",
+    "approve deny",
+    "approved denied",
+    "increase decrease",
+    "earliest latest",
+    "angry calm",
+    "legal illegal",
+    "add remove",
+    "lock unlock",
+    "buy sell",
+    "credit debit",
+    "inbound outbound",
+    "internal external",
+    "domestic international",
+    "upgrade downgrade",
+    "win lose",
+    "hot cold",
+    "encrypted unencrypted",
+)
+"""Words that say the opposite of each other: a proposal sentence stating one where its source
+states the other (and neither is negated) reverses a rule ("closed on Sundays" -> "open on
+Sundays"), though it shares every other word."""
+OPPOSITES: dict[str, str] = {}
+"""Stem -> its opposite's stem."""
+SPELLED: dict[str, str] = {}
+"""Stem of an opposite -> the word as written in :data:`_OPPOSITES` (for a reason)."""
+for _pair in _OPPOSITES:
+    _words = _pair.split()
+    _a, _b = (stem(w) for w in _words)
+    OPPOSITES[_a], OPPOSITES[_b] = _b, _a
+    SPELLED.setdefault(_a, _words[0])
+    SPELLED.setdefault(_b, _words[1])

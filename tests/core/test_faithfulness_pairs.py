@@ -125,10 +125,10 @@ def test_accuracy_on_each_half() -> None:
     tenth = _report(
         "held-out-10 (19 kinds, written by a session that never opened the repository)", HELD_OUT_10
     )
-    assert accuracy(sixth) >= 0.75
+    assert accuracy(sixth) >= 0.76
     assert accuracy(seventh) >= 0.83
     assert accuracy(eighth) >= 0.70
-    assert accuracy(ninth) >= 0.72
+    assert accuracy(ninth) >= 0.74
     assert accuracy(tenth) >= 0.72
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
