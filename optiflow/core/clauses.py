@@ -117,6 +117,8 @@ class Clause:
     numbers: set[str] = field(default_factory=set)
     """The numbers it states, as digits ("4.3", "10,000"): a comparison with the same number is
     the same threshold ("Rating > 4.3 -> ..." against "Drivers below 4.3 are ...")."""
+    bound: bool = False
+    """A "no"/"not" just before "more/later/... than": the comparison that follows is turned."""
     when: str = ""
     """Its first comparison in time, "before" ("<") or "after" (">"): "valid 6 months after
     departure" is not "valid 6 months before departure", whatever else it compares."""
@@ -167,10 +169,14 @@ def read(tokens: Sequence[str], kind: Kind) -> Read:
             if k[0] in _NUMBER and len(clause.numbers) < CLAUSES:
                 clause.numbers.add(k[2])  # its value as the reader spells it ("$500k": "500000")
         unit = unit_word(low)
+        if low == "min" and not (prev[:1].isdigit() or prev in NUMBER_WORDS):
+            unit = ""  # "Min age 10": a minimum; "5 min": minutes
         if not quoted:
             amount = at + 1 < len(tokens) and _amount(tokens[at + 1], kinds[at + 1][0])
             _modal(out, clause, tok, low, prev, unit if len(low) > 1 else "", amount)
-            if low in NEGATIVE or low.endswith("n't") or negative_word(low):
+            if low in ("no", "not") and at + 2 < len(tokens) and tokens[at + 2].lower() == "than":
+                clause.bound = True  # "no more than 250 lb": a bound, "at most", no negation
+            elif low in NEGATIVE or low.endswith("n't") or negative_word(low):
                 # "decline" is no second "not"; nor is "nor" ("neither X nor Y" is one negation)
                 clause.negations += (low in PURE and low != "nor") or low.endswith("n't")
                 if not (low == "few" and prev == "a") and not clause.negation:
@@ -232,6 +238,8 @@ def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str, unit: str, 
         return
     more = low in MORE or (low == "least" and prev == "at")
     less = low in LESS or (low == "most" and prev == "at")
+    if clause.bound and (more or less):
+        more, less, clause.bound = less, more, False  # "no more than" is "at most"
     # "not more than", "do not accept more than 12": a negation just before the comparison turns it
     turned = bool(clause.negation) and len(clause.scope) <= 2 and (low not in TEMPORAL or prev in PURE)
     if (more or less) and len(clause.comparisons) < CLAUSES:

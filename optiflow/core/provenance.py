@@ -198,6 +198,8 @@ def _lost(src: Iterable[Sentence], dst: Iterable[Sentence]) -> list[tuple[str, s
                 continue  # "not ... unless" told as "only ...": one scope word for another
             if key.startswith(("label:", "num:")) and ("num:" in key or " " not in key) and "q" + key in have:
                 continue  # stated in quotes (an example answer), as a word ("five to seven"), an age
+            if key.startswith("num:") and key.endswith(" time") and "q" + key.removesuffix(" time") in have:
+                continue  # "two times" for "twice"
             out.append((key, shown))
     return out
 
@@ -382,6 +384,31 @@ def _join_marked(
                 supports[j] = max(supports[j], len(p.words & union) / len(p.words))
 
 
+def _join_contained(
+    orig: Sequence[Sentence], prop: Sequence[Sentence], sources: list[tuple[int, ...]], used: set[int]
+) -> None:
+    """An original sentence no proposal sentence comes from, all of whose content words (two or
+    more) one proposal sentence states, joins that sentence's sources ("You cannot help with
+    controlled substances." into "Help users request refills, but do not help with controlled
+    substances"): the alignment picked the sentence's longer sources. At most
+    :data:`MARKER_SOURCES` candidates looked at per sentence, through its rarest word."""
+    by_word: dict[str, list[int]] = defaultdict(list)
+    for j, p in enumerate(prop):
+        if sources[j]:
+            for w in p.words:
+                if len(by_word[w]) < MARKER_SOURCES:
+                    by_word[w].append(j)
+    for i, o in enumerate(orig):
+        if i in used or len(o.words) < 2 or o.example:
+            continue
+        rarest = min(o.words, key=lambda w: (len(by_word.get(w, ())), w))
+        for j in by_word.get(rarest, ()):
+            if o.words <= prop[j].words and len(sources[j]) < MARKER_SOURCES:
+                sources[j] = tuple(sorted({*sources[j], i}))
+                used.add(i)
+                break
+
+
 def _join_orphans(orig: Sequence[Sentence], prop: Sequence[Sentence], sources: list[tuple[int, ...]]) -> None:
     """An original sentence no proposal sentence comes from, stating a number, code or label that
     a proposal sentence states and its sources do not, joins that sentence's sources: it was merged
@@ -389,6 +416,7 @@ def _join_orphans(orig: Sequence[Sentence], prop: Sequence[Sentence], sources: l
     own markers are then checked against the proposal sentence as any source's are. An example's
     answer label does not join it: an answer ("The sentiment is positive.") merges no example."""
     used = {i for src in sources for i in src}
+    _join_contained(orig, prop, sources, used)
     stating: dict[str, list[int]] = defaultdict(list)
     for i, o in enumerate(orig):
         if i not in used:

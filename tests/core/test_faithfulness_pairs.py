@@ -30,8 +30,14 @@ every set, printed. The sets, in the order they were written:
   never opened the repository, committed (0eab36d) before any check ran on it: 63.0% on the check
   this round started from (caa59c9), 65.0% on 9c87d04's (25 of 50 honest accepted, 40 of 50
   meaning changes refused), the last first run: no number printed here but that one is
-  independent. Then corrected on held-out-10's errors too (a negated permission is a prohibition;
-  "allowed only in X").
+  independent. Then corrected on held-out-10's errors too (a negated permission is a prohibition,
+  "allowed only in X", units, ages, "if relevant", "after" for "before", opposites, one-word
+  negations).
+- ``held-out-11`` (100, half honest, half meaning changes, 28 kinds), written the same way,
+  committed (5aacff1) before any check ran on it: 63.0% on caa59c9's check, 70.0% on 81e7884's
+  (29 of 50 honest accepted, 41 of 50 meaning changes refused), the last first run. Then
+  corrected on its errors (a sentence whose words one proposal sentence states is merged there;
+  "no more than" a bound; "Min age"; "two times" for "twice").
 
 Labels follow issue 31's rules, which the default check enforces: three pairs of the first suite
 were relabelled to them after the second round (#72 drops a sentence stating a number, #82 drops
@@ -63,6 +69,7 @@ HELD_OUT_7 = tuple(p for p in PAIRS if p.split == "held-out-7")
 HELD_OUT_8 = tuple(p for p in PAIRS if p.split == "held-out-8")
 HELD_OUT_9 = tuple(p for p in PAIRS if p.split == "held-out-9")
 HELD_OUT_10 = tuple(p for p in PAIRS if p.split == "held-out-10")
+HELD_OUT_11 = tuple(p for p in PAIRS if p.split == "held-out-11")
 ISSUE_KINDS = (
     "negation dropped",
     "negation added",
@@ -125,11 +132,15 @@ def test_accuracy_on_each_half() -> None:
     tenth = _report(
         "held-out-10 (19 kinds, written by a session that never opened the repository)", HELD_OUT_10
     )
+    eleventh = _report(
+        "held-out-11 (28 kinds, written by a session that never opened the repository)", HELD_OUT_11
+    )
     assert accuracy(sixth) >= 0.76
-    assert accuracy(seventh) >= 0.83
-    assert accuracy(eighth) >= 0.70
+    assert accuracy(seventh) >= 0.85
+    assert accuracy(eighth) >= 0.71
     assert accuracy(ninth) >= 0.74
-    assert accuracy(tenth) >= 0.72
+    assert accuracy(tenth) >= 0.74
+    assert accuracy(eleventh) >= 0.74
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
