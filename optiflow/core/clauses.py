@@ -57,7 +57,7 @@ CUT = frozenset({",", ";", ":", "\u2192", "(", ")"})
 STRONG = frozenset({"must", "always", "never", "shall", "required", "mandatory"})
 REFUSE = frozenset(
     """refuse decline ignore omit skip exclude forbid prohibit reject withhold off-limits forbidden
-    prohibited banned disallowed free""".split()  # noqa: SIM905
+    prohibited banned disallowed free refused declined rejected excluded omitted""".split()  # noqa: SIM905
 )
 """Verbs that tell a negation: "Do not enter" is "Stay out"; "do not answer" is "decline"."""
 HEDGES = frozenset(
@@ -439,15 +439,23 @@ def exception_moved(proposal: Read, sources: Sequence[Read]) -> str:
     )
 
 
-def vocabulary(tokens: Iterable[str]) -> tuple[set[str], set[str]]:
-    """The original's words in any form: lowered and stemmed, and five-letter prefixes."""
+Vocabulary = tuple[set[str], set[str], dict[str, list[str]]]
+
+
+def vocabulary(tokens: Iterable[str]) -> Vocabulary:
+    """The original's words in any form: lowered and stemmed, their three- to five-letter
+    prefixes, and the first :data:`ABBREVIATED` words of each initial."""
     words: set[str] = set()
     for tok in tokens:
         low = tok.lower().removesuffix("'s")
         for w in {low, *low.split("-")}:  # "Monday-to-Sunday" has "Sunday" ("Sun")
             words.add(w)
             words.add(stem(w))
-    return words, {w[:n] for w in words for n in (3, 4, 5) if len(w) >= n}
+    initials: dict[str, list[str]] = defaultdict(list)
+    for w in sorted(words):
+        if w[:1].isalpha() and len(initials[w[0]]) < ABBREVIATED:
+            initials[w[0]].append(w)
+    return words, {w[:n] for w in words for n in (3, 4, 5) if len(w) >= n}, initials
 
 
 FUNCTION_WORDS = (
@@ -462,18 +470,52 @@ FUNCTION_WORDS = (
 """Words that are never a name, capitalised or not (an instruction's own words)."""
 
 
-def names_added(proposal: Iterable[Read], original: tuple[set[str], set[str]]) -> str:
+def names_added(proposal: Iterable[Read], original: Vocabulary) -> str:
     """A capitalised word inside a proposal sentence that the original has in no form."""
-    words, prefixes = original
+    words, prefixes, initials = original
     for r in proposal:
         for low, shown in r.names.items():
             base = low.removesuffix("'s")
             if base in STOPWORDS or base in FUNCTION_WORDS:
                 continue  # "All fine", "If red", "Never guess": a capital after a number or an arrow
-            if base in words or stem(base) in words or base[:5] in prefixes:
+            if (
+                base in words
+                or stem(base) in words
+                or base[:5] in prefixes
+                or base.removesuffix("s") in words
+            ):
                 continue  # its word, or its abbreviation ("Mon" for "Monday")
+            if _CALENDAR.get(base.removesuffix("s"), "-") in words:
+                continue  # "Mondays" for "Mon"
+            if _shortens(base.removesuffix("s"), initials):
+                continue  # "TVs" for "televisions"
             return f"adds the name {shown!r}"
     return ""
+
+
+_CALENDAR = {
+    day: day[:3]
+    for day in """monday tuesday wednesday thursday friday saturday sunday january february march april
+    june july august september october november december""".split()  # noqa: SIM905
+}
+"""Days and months by their three-letter abbreviation ("Mon", "Sept" aside)."""
+
+
+ABBREVIATED = 64
+"""Words of the original per initial an added name is compared with to see whether it shortens one
+(bounded work per name)."""
+
+
+def _shortens(name: str, initials: dict[str, list[str]]) -> bool:
+    """``name`` (2 to 4 letters) is a longer word of the original with letters left out, its first
+    one kept ("TV" for "television", "Dept" for "department")."""
+    if not (2 <= len(name) <= 4 and name.isalpha()):
+        return False
+    for word in initials.get(name[0], ()):
+        it = iter(word)
+        if len(word) > len(name) + 2 and all(c in it for c in name):
+            return True
+    return False
 
 
 def acronyms(tokens: Iterable[str]) -> set[str]:
