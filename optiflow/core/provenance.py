@@ -227,7 +227,7 @@ def _name(key: str, shown: str) -> str:
     return {"num": "the number", "code": "the code", "label": "the label"}.get(kind, kind) + f" {shown!r}"
 
 
-_PERMITS_TOLD = frozenset({"can", "ok", "ok;", "ok.", "ok,", "okay", "fine", "fine."})
+_PERMITS_TOLD = frozenset({"can", "ok", "okay", "fine"})
 """Words that keep a permission ("Members can cancel", "Pesticide mentions OK"), though none makes
 one: "can" is mostly ability ("you can find it in Settings"), no permission a proposal adds."""
 
@@ -245,8 +245,8 @@ def _modal(src: Sequence[Sentence], dst: Sequence[Sentence], lost: bool) -> str:
     shown_b = next((s.markers["modal"] for s in dst if "modal" in s.markers), "")
     if lost:
         only = all("only" in s.markers for s in src) and any("only" in d.markers for d in dst)
-        told = any(not _PERMITS_TOLD.isdisjoint(d.text.lower().split()) for d in dst)
-        if 1 in a and 1 not in b and not (only or told):  # "allowed only in X" is "only in X"
+        kept = any(not _PERMITS_TOLD.isdisjoint(t.lower() for t in tokenize(d.text)) for d in dst)
+        if 1 in a and 1 not in b and not (only or kept):  # "allowed only in X" is "only in X"
             return f"drops the permission {shown_a!r}" + (f" (now {shown_b!r})" if shown_b else "")
         if 3 in a and 3 not in b and 2 in b:
             return f"weakens {shown_a!r} to {shown_b!r}"
@@ -523,13 +523,13 @@ def provenance(
         made = [prop[j] for j in js]
         o = orig[i]
         ruled = o.defines or bool(o.rule)
-        told = set().union(*(m.words for m in made))  # every word kept: the scope word was just cut
+        kept_words = set().union(*(m.words for m in made))  # all kept: the scope word was just cut
         if o.lead.startswith(EXAMPLE_LEADS):
             continue  # an example's details ("e.g. 'SW1A 1AA'"); what the proposal adds is checked above
         for key, shown in _lost([o], made):
             if key.startswith("label:") and not ruled:
                 continue  # a label as a word of a description ("many negative reviews")
-            if key in ("neg", "only") and not (ruled or o.prohibits or o.words <= told):
+            if key in ("neg", "only") and not (ruled or o.prohibits or o.words <= kept_words):
                 continue  # "an order that has not shipped has no invoice", told another way
             if key == "neg" and (
                 clauses.traded(orig_clauses[i], [prop_clauses[j] for j in js])
