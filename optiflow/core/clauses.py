@@ -405,7 +405,9 @@ def _index(clauses: Sequence[Clause]) -> dict[str, list[Clause]]:
 
 def _equivalent(p: Clause, o: Clause) -> bool:
     """ "do not ... unless X" and "only X": one rule told two ways."""
-    return (p.only and bool(o.negation) and o.exception) or (o.only and bool(p.negation) and p.exception)
+    return (p.only and not p.negation and bool(o.negation) and o.exception) or (
+        o.only and not o.negation and bool(p.negation) and p.exception
+    )  # "only if the ground is not frozen" is not "do not plow unless it is frozen"
 
 
 def cancelled(r: Read) -> bool:

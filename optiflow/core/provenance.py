@@ -271,9 +271,9 @@ def _opposite(src: Sequence[Sentence], p: Sentence) -> str:
     for s in src:
         had |= s.words
     for w in sorted(p.words):
-        other = OPPOSITES.get(w)
-        if other and other in had and w not in had and other not in p.words:
-            return f"says {SPELLED[w]!r} where the original says {SPELLED[other]!r}"
+        for other in sorted(OPPOSITES.get(w, ())):
+            if other in had and w not in had and other not in p.words:
+                return f"says {SPELLED[w]!r} where the original says {SPELLED[other]!r}"
     return ""
 
 

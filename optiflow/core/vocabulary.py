@@ -174,6 +174,9 @@ _OPPOSITES = (
     "allow forbid",
     "accept reject",
     "accepted rejected",
+    "accept decline",
+    "accepts declines",
+    "accepted declined",
     "include exclude",
     "included excluded",
     "enable disable",
@@ -202,13 +205,14 @@ _OPPOSITES = (
 """Words that say the opposite of each other: a proposal sentence stating one where its source
 states the other (and neither is negated) reverses a rule ("closed on Sundays" -> "open on
 Sundays"), though it shares every other word."""
-OPPOSITES: dict[str, str] = {}
-"""Stem -> its opposite's stem."""
+OPPOSITES: dict[str, set[str]] = {}
+"""Stem -> its opposites' stems."""
 SPELLED: dict[str, str] = {}
 """Stem of an opposite -> the word as written in :data:`_OPPOSITES` (for a reason)."""
 for _pair in _OPPOSITES:
     _words = _pair.split()
     _a, _b = (stem(w) for w in _words)
-    OPPOSITES[_a], OPPOSITES[_b] = _b, _a
+    OPPOSITES.setdefault(_a, set()).add(_b)
+    OPPOSITES.setdefault(_b, set()).add(_a)
     SPELLED.setdefault(_a, _words[0])
     SPELLED.setdefault(_b, _words[1])
