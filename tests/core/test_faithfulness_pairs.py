@@ -37,7 +37,11 @@ every set, printed. The sets, in the order they were written:
   committed (5aacff1) before any check ran on it: 63.0% on caa59c9's check, 70.0% on 81e7884's
   (29 of 50 honest accepted, 41 of 50 meaning changes refused), the last first run. Then
   corrected on its errors (a sentence whose words one proposal sentence states is merged there;
-  "no more than" a bound; "Min age"; "two times" for "twice").
+  "no more than" a bound; "Min age"; "two times" for "twice"; "accept" for "decline").
+- ``held-out-12`` (100, half honest, half meaning changes, 28 kinds), written the same way,
+  committed (6b1ce58) before any check ran on it: 61.0% on caa59c9's check, 64.0% on
+  5f78f51's (25 of 50 honest accepted, 39 of 50 meaning changes refused), the last first run: no
+  number printed here but that one is independent.
 
 Labels follow issue 31's rules, which the default check enforces: three pairs of the first suite
 were relabelled to them after the second round (#72 drops a sentence stating a number, #82 drops
@@ -70,6 +74,7 @@ HELD_OUT_8 = tuple(p for p in PAIRS if p.split == "held-out-8")
 HELD_OUT_9 = tuple(p for p in PAIRS if p.split == "held-out-9")
 HELD_OUT_10 = tuple(p for p in PAIRS if p.split == "held-out-10")
 HELD_OUT_11 = tuple(p for p in PAIRS if p.split == "held-out-11")
+HELD_OUT_12 = tuple(p for p in PAIRS if p.split == "held-out-12")
 ISSUE_KINDS = (
     "negation dropped",
     "negation added",
@@ -135,12 +140,16 @@ def test_accuracy_on_each_half() -> None:
     eleventh = _report(
         "held-out-11 (28 kinds, written by a session that never opened the repository)", HELD_OUT_11
     )
+    twelfth = _report(
+        "held-out-12 (28 kinds, written by a session that never opened the repository)", HELD_OUT_12
+    )
     assert accuracy(sixth) >= 0.76
     assert accuracy(seventh) >= 0.85
     assert accuracy(eighth) >= 0.71
     assert accuracy(ninth) >= 0.73  # #962 was refused for a name it did not add ("PRs")
     assert accuracy(tenth) >= 0.74
     assert accuracy(eleventh) >= 0.77
+    assert accuracy(twelfth) >= 0.64
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
