@@ -228,7 +228,12 @@ def _modal(out: Read, clause: Clause, tok: str, low: str, prev: str, unit: str, 
     names, ``amount`` whether a number follows it."""
     if unit and unit not in _NOT_UNITS:
         out.units.setdefault(unit, tok)
-    if (low in REFUSE or (low in ("out", "away") and prev in ("stay", "keep"))) and not out.refuses:
+    refuse = (
+        low in REFUSE
+        or (low in ("out", "away") and prev in ("stay", "keep"))
+        or (low, prev) == ("off", "hold")
+    )
+    if refuse and not out.refuses:  # "stay out", "hold off on confirming"
         out.refuses = tok
     if low in STRONG and not out.strong:
         out.strong = tok
@@ -337,7 +342,9 @@ def direction(proposal: Read, sources: Sequence[Read]) -> str:
         if (
             best >= min(MIN_SHARED, len(c.words))
             and tied
-            and all(mine not in _directions(o) and not _same_side(c, o) for o in tied)
+            and all(
+                mine not in _directions(o) and not _same_side(c, o) and not _told_by_only(c, o) for o in tied
+            )
         ):
             return f"changes the comparison {tied[0].compared!r} to {c.compared!r}"
         if (
@@ -405,9 +412,16 @@ def _index(clauses: Sequence[Clause]) -> dict[str, list[Clause]]:
 
 def _equivalent(p: Clause, o: Clause) -> bool:
     """ "do not ... unless X" and "only X": one rule told two ways."""
-    return (p.only and not p.negation and bool(o.negation) and o.exception) or (
-        o.only and not o.negation and bool(p.negation) and p.exception
-    )  # "only if the ground is not frozen" is not "do not plow unless it is frozen"
+    return _told_by_only(p, o) or _told_by_only(o, p)
+
+
+def _told_by_only(p: Clause, o: Clause) -> bool:
+    """``p`` says with "only" what ``o`` says with a negation and an exception ("do not ... unless
+    X": "only if X") or a comparison the other way ("not available after 14 days": "only available
+    within 14 days"); "only if the ground is not frozen" is not "do not plow unless it is frozen"."""
+    if not (p.only and not p.negation and o.negation):
+        return False
+    return o.exception or bool(p.direction and o.direction and p.direction != o.direction)
 
 
 def cancelled(r: Read) -> bool:

@@ -31,6 +31,7 @@ Nothing here decides; :func:`optiflow.core.faithfulness.check` turns the finding
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -227,6 +228,8 @@ def _name(key: str, shown: str) -> str:
     return {"num": "the number", "code": "the code", "label": "the label"}.get(kind, kind) + f" {shown!r}"
 
 
+_BOUNDS = re.compile(r"\b(?:up to|at most|no more than|maximum|max|limit)\b", re.IGNORECASE)
+"""A permission that states a limit ("may place up to 15 holds"): the limit kept keeps it."""
 _PERMITS_TOLD = frozenset({"can", "ok", "okay", "fine"})
 """Words that keep a permission ("Members can cancel", "Pesticide mentions OK"), though none makes
 one: "can" is mostly ability ("you can find it in Settings"), no permission a proposal adds."""
@@ -246,7 +249,9 @@ def _modal(src: Sequence[Sentence], dst: Sequence[Sentence], lost: bool) -> str:
     if lost:
         only = all("only" in s.markers for s in src) and any("only" in d.markers for d in dst)
         kept = any(not _PERMITS_TOLD.isdisjoint(t.lower() for t in tokenize(d.text)) for d in dst)
-        if 1 in a and 1 not in b and not (only or kept):  # "allowed only in X" is "only in X"
+        limits = {k for s in src if _BOUNDS.search(s.text) for k in s.markers if k.startswith("num:")}
+        bound = bool(limits) and limits <= {k for d in dst for k in d.markers}  # "may place up to 15"
+        if 1 in a and 1 not in b and not (only or kept or bound):  # "allowed only in X": "only in X"
             return f"drops the permission {shown_a!r}" + (f" (now {shown_b!r})" if shown_b else "")
         if 3 in a and 3 not in b and 2 in b:
             return f"weakens {shown_a!r} to {shown_b!r}"

@@ -240,6 +240,7 @@ class Reader:
         _lead(s, kinds)
         segments: list[tuple[set[str], set[str]]] = [(set(), set())]
         quoted = self.quoted
+        periods: set[str] | None = None
         n_tok = len(tokens)
         scope = 0  # tokens left in which a content word is governed by a negation
         i = 0
@@ -326,7 +327,9 @@ class Reader:
                     if bind and not quoted:
                         segments[-1][0].add(value)  # a code goes with its condition as a label does
             elif kind in ("num", "numword"):
-                _number(s, tokens, i, kinds[i], quoted=quoted)
+                if periods is None:  # once per sentence, when it has a number
+                    periods = {_PERIODS[t.lower()] for t in tokens if t.lower() in _PERIODS}
+                _number(s, tokens, i, kinds[i], quoted=quoted, periods=periods)
             else:  # neg, exc, only
                 if not quoted:
                     scope = _negation(s, kinds, i, tok) or scope
@@ -436,8 +439,11 @@ def _unit_at(tokens: Sequence[str], i: int) -> str:
     return unit
 
 
-def _number(s: Sentence, tokens: Sequence[str], i: int, kind_of: _Kind, *, quoted: bool) -> None:
-    """A number (digits, or a number word with a unit) and its unit, as markers and words."""
+def _number(
+    s: Sentence, tokens: Sequence[str], i: int, kind_of: _Kind, *, quoted: bool, periods: set[str]
+) -> None:
+    """A number (digits, or a number word with a unit) and its unit, as markers and words;
+    ``periods``: the units the sentence's "annual", "monthly"... name."""
     kind, _low, value, _force, key, inline = kind_of
     tok, n_tok = tokens[i], len(tokens)
     unit = inline or _unit_at(tokens, i + 1)
@@ -445,6 +451,9 @@ def _number(s: Sentence, tokens: Sequence[str], i: int, kind_of: _Kind, *, quote
         unit = _unit_at(tokens, i + 3)  # a range, "1 to 3 months", "between 18 and 65 years": its unit
     if not unit and kind == "num" and any(tokens[k].lower() in _AGE for k in (i - 1, i - 2) if k >= 0):
         s.markers.setdefault(f"q{key} year", tok)  # "age ≥17" states "17 years", no need to keep it
+    if not unit and kind == "num":
+        for period in periods:  # "the annual fee is £65" states "£65 per year"
+            s.markers.setdefault(f"q{key} {period}", tok)
     if kind == "num" and "-" in tok and tok.rsplit("-", 1)[1].isdigit():
         upper = tok.rsplit("-", 1)[1]  # a range, "21-24": both ends are numbers it states
         s.markers.setdefault(f"num:{upper}", upper)
@@ -463,6 +472,16 @@ def _number(s: Sentence, tokens: Sequence[str], i: int, kind_of: _Kind, *, quote
 
 
 _AGE = frozenset({"age", "aged", "ages"})
+_PERIODS = {
+    "annual": "year",
+    "annually": "year",
+    "yearly": "year",
+    "monthly": "month",
+    "weekly": "week",
+    "daily": "day",
+    "hourly": "hour",
+    "nightly": "night",
+}
 _LINK = frozenset({"code", "reply", "label", "tag", "answer", "output", "return", "mark", "use"})
 """Words that only introduce a label or code ("reply with code X"): a clause of them and a label
 states the label of the clause before it."""

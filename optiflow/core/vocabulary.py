@@ -24,7 +24,7 @@ UNITS = frozenset(
     """second minute hour day week month year percent % word character sentence token line item star
     time euro dollar pound usd eur gbp kg km cm mb gb kb page paragraph point bullet attempt
     business working calendar celsius fahrenheit degree mile gallon litre metre piece gram foot knot mph
-    kph""".split()  # noqa: SIM905
+    kph ounce millilitre""".split()  # noqa: SIM905
 )
 ORDERS = frozenset(
     """answer reply respond write use put keep include add give return output classify label
@@ -126,6 +126,11 @@ UNIT_ABBREVIATIONS = {
     "mi": "mile",
     "kts": "knot",
     "kt": "knot",
+    "g": "gram",
+    "millilitres": "millilitre",
+    "milliliter": "millilitre",
+    "milliliters": "millilitre",
+    "oz": "ounce",
 }
 """A unit as abbreviated ("24h", "48 hrs", "5 min", "5 L") or spelled another way ("liter")."""
 SQUARE = frozenset({"square", "sq", "cubic"})
