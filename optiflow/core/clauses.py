@@ -372,6 +372,8 @@ def polarity(proposal: Read, sources: Sequence[Read], elsewhere: Sequence[Clause
     originals = [c for r in sources for c in r.clauses if c.words][:CLAUSES]
     mine = [c for c in proposal.clauses if c.words][:CLAUSES]
     own = [c for c in mine if c.negation]
+    if proposal.refuses and proposal.refuses.lower() != "free":
+        originals = []  # "hold off on confirming", "refuse": a prohibition told in a word
     negated = own + list(elsewhere[:POSTINGS])
     by_word = _index(mine)
     for o in originals:

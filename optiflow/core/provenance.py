@@ -228,7 +228,7 @@ def _name(key: str, shown: str) -> str:
     return {"num": "the number", "code": "the code", "label": "the label"}.get(kind, kind) + f" {shown!r}"
 
 
-_BOUNDS = re.compile(r"\b(?:up to|at most|no more than|maximum|max|limit)\b", re.IGNORECASE)
+_BOUNDS = re.compile(r"\b(?:up to|at most|no more than|maximum|max|limit|only)\b", re.IGNORECASE)
 """A permission that states a limit ("may place up to 15 holds"): the limit kept keeps it."""
 _PERMITS_TOLD = frozenset({"can", "ok", "okay", "fine"})
 """Words that keep a permission ("Members can cancel", "Pesticide mentions OK"), though none makes
@@ -241,9 +241,10 @@ def _modal(src: Sequence[Sentence], dst: Sequence[Sentence], lost: bool) -> str:
     a: set[int] = set()
     b: set[int] = set()
     for s in src:
-        a |= s.modal | ({3} if s.prohibits and not lost else set())  # "do not tell": "must not say"
+        a |= s.modal
     for d in dst:
         b |= d.modal
+    forbids = any(s.prohibits for s in src)  # "do not tell" is as strong as "must not say"
     shown_a = next((s.markers["modal"] for s in src if "modal" in s.markers), "")
     shown_b = next((s.markers["modal"] for s in dst if "modal" in s.markers), "")
     if lost:
@@ -261,7 +262,7 @@ def _modal(src: Sequence[Sentence], dst: Sequence[Sentence], lost: bool) -> str:
     )
     if 1 in b and 1 not in a and 3 in a and not told:  # "never X unless Y" is "may X only if Y"
         return f"adds the permission {shown_b!r} where the original says {shown_a!r}"
-    if 3 in b and 3 not in a and (2 in a or (1 in a and not told)):
+    if 3 in b and 3 not in a and not forbids and (2 in a or (1 in a and not told)):
         return f"strengthens {shown_a!r} to {shown_b!r}"  # "should" or "may offer" -> "must offer"
     return ""
 

@@ -149,7 +149,7 @@ def test_accuracy_on_each_half() -> None:
     assert accuracy(ninth) >= 0.73  # #962 was refused for a name it did not add ("PRs")
     assert accuracy(tenth) >= 0.76
     assert accuracy(eleventh) >= 0.77
-    assert accuracy(twelfth) >= 0.66
+    assert accuracy(twelfth) >= 0.68
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
