@@ -52,8 +52,9 @@ FILES = (
     "faithfulness_pairs_held_out_10.jsonl",
     "faithfulness_pairs_held_out_11.jsonl",
     "faithfulness_pairs_held_out_12.jsonl",
+    "faithfulness_pairs_held_out_13.jsonl",
 )
-"""The suite, and held-out-3 to -12: each written and labelled by a session that had not read the
+"""The suite, and held-out-3 to -13: each written and labelled by a session that had not read the
 check (nor, from -4 on, the earlier pairs), committed before the check first ran on it."""
 
 
