@@ -40,8 +40,13 @@ every set, printed. The sets, in the order they were written:
   "no more than" a bound; "Min age"; "two times" for "twice"; "accept" for "decline").
 - ``held-out-12`` (100, half honest, half meaning changes, 28 kinds), written the same way,
   committed (6b1ce58) before any check ran on it: 61.0% on caa59c9's check, 64.0% on
-  5f78f51's (25 of 50 honest accepted, 39 of 50 meaning changes refused), the last first run: no
-  number printed here but that one is independent.
+  5f78f51's (25 of 50 honest accepted, 39 of 50 meaning changes refused). Then corrected on its
+  errors (units, "hold off on", a limit keeping a permission, "only within" for "not after",
+  "annual" for "per year").
+- ``held-out-13`` (100, half honest, half meaning changes, 28 kinds), written the same way,
+  committed (e291e27) before any check ran on it: 63.0% on caa59c9's check, 69.0% on 00ad374's
+  (30 of 50 honest accepted, 39 of 50 meaning changes refused), the last first run: the number
+  printed here is that independent one.
 
 Labels follow issue 31's rules, which the default check enforces: three pairs of the first suite
 were relabelled to them after the second round (#72 drops a sentence stating a number, #82 drops
@@ -75,6 +80,7 @@ HELD_OUT_9 = tuple(p for p in PAIRS if p.split == "held-out-9")
 HELD_OUT_10 = tuple(p for p in PAIRS if p.split == "held-out-10")
 HELD_OUT_11 = tuple(p for p in PAIRS if p.split == "held-out-11")
 HELD_OUT_12 = tuple(p for p in PAIRS if p.split == "held-out-12")
+HELD_OUT_13 = tuple(p for p in PAIRS if p.split == "held-out-13")
 ISSUE_KINDS = (
     "negation dropped",
     "negation added",
@@ -143,6 +149,9 @@ def test_accuracy_on_each_half() -> None:
     twelfth = _report(
         "held-out-12 (28 kinds, written by a session that never opened the repository)", HELD_OUT_12
     )
+    thirteenth = _report(
+        "held-out-13 (28 kinds, written by a session that never opened the repository)", HELD_OUT_13
+    )
     assert accuracy(sixth) >= 0.76
     assert accuracy(seventh) >= 0.85
     assert accuracy(eighth) >= 0.72
@@ -150,6 +159,7 @@ def test_accuracy_on_each_half() -> None:
     assert accuracy(tenth) >= 0.76
     assert accuracy(eleventh) >= 0.77
     assert accuracy(twelfth) >= 0.68
+    assert accuracy(thirteenth) >= 0.69
     assert accuracy(tune) >= 0.95
     assert accuracy(held) >= 0.94
     assert held["honest accepted"] / (held["honest accepted"] + held["honest refused"]) >= 0.90
