@@ -523,6 +523,42 @@ def provenance(
     named = clauses.names_added(prop_clauses, clauses.vocabulary(tokenize(original)))
     if named:
         findings.append(Finding("changed", named))
+    findings += _losses(orig, prop, into, orig_clauses, prop_clauses, stated)
+    for p, src, sup in zip(prop, sources, supports, strict=True):
+        if sup < sentence_support:
+            where = "no sentence of the original" if not src else f"{sup:.0%} of it in its source"
+            findings.append(
+                Finding("unsupported", f"says something the original does not: {_short(p.text)!r} ({where})")
+            )
+            break
+    status: list[Literal["kept", "merged", "dropped"]] = []
+    for i, js in enumerate(into):
+        if not js:
+            status.append("dropped")
+            rule = orig[i].rule
+            if rule:
+                findings.append(
+                    Finding("dropped rule", f"drops the rule {_short(orig[i].text)!r} ({rule!r})")
+                )
+        elif any(len(sources[j]) > 1 for j in js):
+            status.append("merged")
+        else:
+            status.append("kept")
+    return _map(orig, prop, status, into, sources, supports), findings[:FINDINGS]
+
+
+def _losses(
+    orig: Sequence[Sentence],
+    prop: Sequence[Sentence],
+    into: Sequence[Sequence[int]],
+    orig_clauses: Sequence[clauses.Read],
+    prop_clauses: Sequence[clauses.Read],
+    stated: set[str],
+) -> list[Finding]:
+    """What each original sentence the proposal keeps (``into``: the proposal sentences made of
+    it) lost there: a marker, a permission or obligation, a negation moved; ``stated``: every
+    marker the proposal states anywhere."""
+    findings: list[Finding] = []
     for i, js in enumerate(into):
         if not js:
             continue
@@ -549,27 +585,7 @@ def provenance(
         why = _modal([o], made, lost=True) or (_negation_moved(o, made) if STRICT_NEGATION else "")
         if why:
             findings.append(Finding("changed", f"{why} of {_short(o.text)!r}"))
-    for p, src, sup in zip(prop, sources, supports, strict=True):
-        if sup < sentence_support:
-            where = "no sentence of the original" if not src else f"{sup:.0%} of it in its source"
-            findings.append(
-                Finding("unsupported", f"says something the original does not: {_short(p.text)!r} ({where})")
-            )
-            break
-    status: list[Literal["kept", "merged", "dropped"]] = []
-    for i, js in enumerate(into):
-        if not js:
-            status.append("dropped")
-            rule = orig[i].rule
-            if rule:
-                findings.append(
-                    Finding("dropped rule", f"drops the rule {_short(orig[i].text)!r} ({rule!r})")
-                )
-        elif any(len(sources[j]) > 1 for j in js):
-            status.append("merged")
-        else:
-            status.append("kept")
-    return _map(orig, prop, status, into, sources, supports), findings[:FINDINGS]
+    return findings
 
 
 def _map(
