@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from optiflow.core.base import Frozen, JSONValue
 from optiflow.core.budget import BudgetReport
@@ -73,6 +73,18 @@ class Hold(Frozen):
     latency: float = Field(ge=0.0)
     """The model's typical call time (seconds): the probes answer no sooner, no use looking before."""
     wait: float = Field(gt=0.0)
+
+    @classmethod
+    def read(cls, raw: object) -> Hold | None:
+        """The hold of a queued evaluation, or None when it has none or one this version cannot
+        read (queued by an older worker, with absolute deadlines): holding only saves calls, so an
+        evaluation whose hold does not read runs at once rather than fail its job."""
+        if raw is None:
+            return None
+        try:
+            return cls.model_validate(raw)
+        except ValidationError:
+            return None
 
 
 class SectionEdit(Frozen):

@@ -59,7 +59,7 @@ def register_tasks(app: Celery, rt: Runtime) -> None:
             run,
             guarded,
             probe_step=probe_step,
-            hold=None if hold is None else Hold.model_validate(hold),
+            hold=Hold.read(hold),
         )
 
     @app.task(name="optiflow.propose", ignore_result=True, shared=False)  # type: ignore[untyped-decorator]

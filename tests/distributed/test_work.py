@@ -91,3 +91,13 @@ def test_a_held_evaluations_wait_counts_from_the_probes_start_not_its_own(tmp_pa
     )
     waited = time.monotonic() - started  # 0.5 s left of the probe's wait, not 1.5 s of its own
     assert 0.3 < waited < 1.2 and out["passed"] is True
+
+
+def test_a_hold_queued_by_an_older_worker_is_no_hold() -> None:
+    """A rolling upgrade leaves evaluations queued with the old hold (absolute deadlines): they run
+    at once instead of failing their job on a hold this version cannot read."""
+    old = {"step": 2, "probes": 3, "expect": time.time(), "until": time.time() + 1}
+    assert Hold.read(old) is None and Hold.read(None) is None
+    assert Hold.read({"step": 2, "probes": 3, "latency": 0.1, "wait": 0.2}) == Hold(
+        step=2, probes=3, latency=0.1, wait=0.2
+    )
