@@ -372,11 +372,12 @@ def polarity(proposal: Read, sources: Sequence[Read], elsewhere: Sequence[Clause
     originals = [c for r in sources for c in r.clauses if c.words][:CLAUSES]
     mine = [c for c in proposal.clauses if c.words][:CLAUSES]
     own = [c for c in mine if c.negation]
-    if proposal.refuses and proposal.refuses.lower() != "free":
-        originals = []  # "hold off on confirming", "refuse": a prohibition told in a word
     negated = own + list(elsewhere[:POSTINGS])
     by_word = _index(mine)
-    for o in originals:
+    # "hold off on confirming", "refuse": a prohibition told in a word, as the original's sentences
+    # read it when the proposal keeps them (provenance: "do not enter" is "stay out")
+    told = bool(proposal.refuses) and not any(r.refuses for r in sources)
+    for o in () if told else originals:
         if not o.negation or not o.scope or (o.negations % 2 == 0 and not negative_word(o.negation.lower())):
             continue  # two negations cancel; "unoccupied" is one, though no "not" is counted
         scope = set(o.scope)
