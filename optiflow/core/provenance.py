@@ -31,11 +31,11 @@ Nothing here decides; :func:`optiflow.core.faithfulness.check` turns the finding
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
+from itertools import pairwise
 from typing import Literal
 
 from optiflow.core import clauses
@@ -228,8 +228,10 @@ def _name(key: str, shown: str) -> str:
     return {"num": "the number", "code": "the code", "label": "the label"}.get(kind, kind) + f" {shown!r}"
 
 
-_BOUNDS = re.compile(r"\b(?:up to|at most|no more than|maximum|max|limit|only)\b", re.IGNORECASE)
-"""A permission that states a limit ("may place up to 15 holds"): the limit kept keeps it."""
+_BOUND_WORDS = frozenset({"maximum", "max", "limit", "only"})
+_BOUND_RUNS = frozenset({("up", "to"), ("at", "most"), ("no", "more", "than")})
+"""Words of a limit ("up to", "at most", "no more than"): a permission that states one ("may place
+up to 15 holds") is kept by the limit kept."""
 _PERMITS_TOLD = frozenset({"can", "ok", "okay", "fine"})
 """Words that keep a permission ("Members can cancel", "Pesticide mentions OK"), though none makes
 one: "can" is mostly ability ("you can find it in Settings"), no permission a proposal adds."""
@@ -248,11 +250,7 @@ def _modal(src: Sequence[Sentence], dst: Sequence[Sentence], lost: bool) -> str:
     shown_a = next((s.markers["modal"] for s in src if "modal" in s.markers), "")
     shown_b = next((s.markers["modal"] for s in dst if "modal" in s.markers), "")
     if lost:
-        only = all("only" in s.markers for s in src) and any("only" in d.markers for d in dst)
-        kept = any(not _PERMITS_TOLD.isdisjoint(t.lower() for t in tokenize(d.text)) for d in dst)
-        limits = {k for s in src if _BOUNDS.search(s.text) for k in s.markers if k.startswith("num:")}
-        bound = bool(limits) and limits <= {k for d in dst for k in d.markers}  # "may place up to 15"
-        if 1 in a and 1 not in b and not (only or kept or bound):  # "allowed only in X": "only in X"
+        if 1 in a and 1 not in b and not _permission_kept(src, dst):
             return f"drops the permission {shown_a!r}" + (f" (now {shown_b!r})" if shown_b else "")
         if 3 in a and 3 not in b and 2 in b:
             return f"weakens {shown_a!r} to {shown_b!r}"
@@ -265,6 +263,27 @@ def _modal(src: Sequence[Sentence], dst: Sequence[Sentence], lost: bool) -> str:
     if 3 in b and 3 not in a and not forbids and (2 in a or (1 in a and not told)):
         return f"strengthens {shown_a!r} to {shown_b!r}"  # "should" or "may offer" -> "must offer"
     return ""
+
+
+def _permission_kept(src: Sequence[Sentence], dst: Sequence[Sentence]) -> bool:
+    """``dst`` keeps the permission of ``src`` without a permission word: "allowed only in X" as
+    "only in X", "may cancel" as "can cancel" or "OK", "may place up to 15 holds" as "max 15 holds"
+    (the limit kept)."""
+    if all("only" in s.markers for s in src) and any("only" in d.markers for d in dst):
+        return True
+    if any(not _PERMITS_TOLD.isdisjoint(_lowered(d.text)) for d in dst):
+        return True
+    limits = {k for s in src if _bounds(_lowered(s.text)) for k in s.markers if k.startswith("num:")}
+    return bool(limits) and limits <= {k for d in dst for k in d.markers}
+
+
+def _lowered(text: str) -> list[str]:
+    return [t.lower() for t in tokenize(text)]
+
+
+def _bounds(words: list[str]) -> bool:
+    runs = {*pairwise(words), *zip(words, words[1:], words[2:], strict=False)}
+    return not _BOUND_WORDS.isdisjoint(words) or not _BOUND_RUNS.isdisjoint(runs)
 
 
 def _opposite(src: Sequence[Sentence], p: Sentence) -> str:

@@ -95,10 +95,6 @@ LINEAR: dict[Key, tuple[str, str | None]] = {
         "one class run",
         "provenance (two texts)",
     ),
-    ("core.provenance", "_BOUNDS", "\\b(?:up to|at most|no more than|maximum|max|limit|only)\\b"): (
-        "an alternation of seven literals between word boundaries: no repetition, tried once per position",
-        "provenance (two texts)",
-    ),
     ("core.reading", "_THOUSANDS", "\\d{1,3}(?:,\\d{3})+"): (
         "fullmatch of one number token (at most a few dozen characters): a digit run, then fixed-width "
         "groups each opened by a comma",
