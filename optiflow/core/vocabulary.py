@@ -175,15 +175,10 @@ def stem(word: str) -> str:
 
 _OPPOSITES = (
     "open closed",
-    "opens closes",
     "allow forbid",
     "accept reject",
-    "accepted rejected",
     "accept decline",
-    "accepts declines",
-    "accepted declined",
     "include exclude",
-    "included excluded",
     "enable disable",
     "enabled disabled",
     "required optional",
